@@ -1,0 +1,43 @@
+"""Which target this process emulates: env ``TRNSCOPE_INSTANCE`` (trn1 | trn2) or :func:`set_instance`."""
+
+from __future__ import annotations
+
+import os
+
+from .spec import HardwareSpec
+from .targets import DEFAULT_TARGET, TARGETS
+
+ENV_VAR = "TRNSCOPE_INSTANCE"
+_current: HardwareSpec | None = None
+
+
+class UnknownInstanceError(ValueError):
+    pass
+
+
+def resolve(name: str | HardwareSpec) -> HardwareSpec:
+    """The spec for a target name; accepts instance names such as ``trn2.48xlarge`` too."""
+    if isinstance(name, HardwareSpec):
+        return name
+    key = name.strip().lower().split(".")[0]
+    if key not in TARGETS:
+        raise UnknownInstanceError(
+            f"unknown Trainium instance {name!r}: choose one of {', '.join(sorted(TARGETS))} "
+            f"(set {ENV_VAR} or call trnscope.hw.set_instance)"
+        )
+    return TARGETS[key]
+
+
+def get_spec() -> HardwareSpec:
+    """The spec in force: the one set by :func:`set_instance`, else ``$TRNSCOPE_INSTANCE``, else trn2."""
+    global _current
+    if _current is None:
+        _current = resolve(os.environ.get(ENV_VAR) or DEFAULT_TARGET)
+    return _current
+
+
+def set_instance(name: str | HardwareSpec) -> HardwareSpec:
+    """Emulate another target from now on (a name or a modified spec). Returns the spec."""
+    global _current
+    _current = resolve(name)
+    return _current
