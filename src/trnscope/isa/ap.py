@@ -1,0 +1,152 @@
+"""Access patterns: how an instruction addresses a tile of SBUF, PSUM or an HBM tensor.
+
+A tile has a partition dimension (at most 128, the parallel axis) and up to four free dimensions,
+each a (stride, size) pair in elements, outermost first (hardware.md 2.3). On-chip tiles address
+``partitions`` consecutive partitions starting at ``start`` and a byte ``offset`` inside every
+partition. HBM patterns address a bound tensor by element ``offset``; their partition dimension has
+an element stride ``pstride`` (0 broadcasts one row to every partition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from math import prod
+
+from .dtypes import DType
+
+
+class Space(str, Enum):
+    HBM = "hbm"
+    SBUF = "sbuf"
+    PSUM = "psum"
+
+
+Dims = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AP:
+    space: Space
+    dtype: DType
+    partitions: int
+    dims: Dims
+    start: int = 0
+    offset: int = 0
+    tensor: int = -1
+    pstride: int = 0
+
+    # --- shape ------------------------------------------------------------------------------
+    @property
+    def free_shape(self) -> tuple[int, ...]:
+        return tuple(size for _, size in self.dims)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.partitions, *self.free_shape)
+
+    @property
+    def free_size(self) -> int:
+        """N in the cost formulas: elements per partition."""
+        return prod(self.free_shape) if self.dims else 1
+
+    @property
+    def num_elements(self) -> int:
+        return self.partitions * self.free_size
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_elements * self.dtype.itemsize
+
+    @property
+    def on_chip(self) -> bool:
+        return self.space is not Space.HBM
+
+    # --- layout -----------------------------------------------------------------------------
+    @property
+    def minor_stride_bytes(self) -> int:
+        if not self.dims:
+            return self.dtype.itemsize
+        return abs(self.dims[-1][0]) * self.dtype.itemsize
+
+    def contiguous_run(self) -> int:
+        """Elements per contiguous run: the innermost dims that are dense, merged."""
+        run = 1
+        for stride, size in reversed(self.dims):
+            if size == 1:
+                continue
+            if stride != run:
+                break
+            run *= size
+        return run
+
+    def extent_bytes(self) -> int:
+        """Bytes spanned inside one partition (on-chip) from ``offset``: the allocation it needs."""
+        last = sum(max(stride, 0) * (size - 1) for stride, size in self.dims)
+        return (last + 1) * self.dtype.itemsize
+
+    def element_span(self) -> tuple[int, int]:
+        """(lowest, highest) element index an HBM pattern touches, relative to the tensor start."""
+        lo = hi = self.offset
+        for stride, size in ((self.pstride, self.partitions), *self.dims):
+            step = stride * (size - 1)
+            if step < 0:
+                lo += step
+            else:
+                hi += step
+        return lo, hi
+
+    def describe(self) -> str:
+        """Operand text in the style of neuron-profile: ``bf16@sb[0:128]+0x100[1,512]``."""
+        dt = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(self.dtype.value, self.dtype.value)
+        dims = ",".join(f"{st}x{sz}" for st, sz in self.dims)
+        if self.space is Space.HBM:
+            return f"{dt}@hbm:t{self.tensor}+{self.offset}[{self.pstride}x{self.partitions};{dims}]"
+        loc = "sb" if self.space is Space.SBUF else "ps"
+        return f"{dt}@{loc}[{self.start}:{self.start + self.partitions}]+{self.offset:#x}[{dims}]"
+
+    # --- derived patterns ---------------------------------------------------------------------
+    def with_dtype(self, dtype: DType) -> "AP":
+        return _replace(self, dtype=dtype)
+
+    def to_list(self) -> list:
+        return [self.space.value, self.dtype.value, self.partitions, [list(d) for d in self.dims],
+                self.start, self.offset, self.tensor, self.pstride]
+
+    @staticmethod
+    def from_list(v: list) -> "AP":
+        space, dtype, parts, dims, start, offset, tensor, pstride = v
+        return AP(Space(space), DType(dtype), parts, tuple((int(a), int(b)) for a, b in dims),
+                  start, offset, tensor, pstride)
+
+
+def _replace(ap: AP, **kw) -> AP:
+    fields = {k: getattr(ap, k) for k in AP.__slots__}
+    fields.update(kw)
+    return AP(**fields)
+
+
+def dense_dims(shape: tuple[int, ...] | list[int]) -> Dims:
+    """Row-major (stride, size) pairs for a dense free shape."""
+    dims = []
+    stride = 1
+    for size in reversed(shape):
+        dims.append((stride, int(size)))
+        stride *= int(size)
+    return tuple(reversed(dims))
+
+
+def sbuf(start: int, partitions: int, free_shape, dtype: DType | str, offset: int = 0,
+         space: Space = Space.SBUF) -> AP:
+    """A dense on-chip tile: ``partitions`` partitions from ``start``, ``offset`` bytes in."""
+    return AP(space, DType.parse(dtype), partitions, dense_dims(tuple(free_shape)), start, offset)
+
+
+def psum(start: int, partitions: int, free_shape, dtype: DType | str = DType.float32, offset: int = 0) -> AP:
+    return sbuf(start, partitions, free_shape, dtype, offset, space=Space.PSUM)
+
+
+def hbm(tensor: int, partitions: int, pstride: int, dims, dtype: DType | str, offset: int = 0) -> AP:
+    """An HBM pattern over bound tensor ``tensor``: partition rows ``pstride`` elements apart."""
+    return AP(Space.HBM, DType.parse(dtype), partitions, tuple((int(a), int(b)) for a, b in dims),
+              0, offset, tensor, pstride)

@@ -1,0 +1,13 @@
+"""Errors raised for programs the device cannot run. Each names the instruction at fault."""
+
+
+class ProgramError(ValueError):
+    """An invalid Program: the message names the instruction, what is wrong and how to fix it."""
+
+
+class DeadlockError(ProgramError):
+    """Semaphore waits that can never be satisfied."""
+
+
+class NeffFormatError(ValueError):
+    """A file that is not a valid trnscope NEFF."""

@@ -1,0 +1,155 @@
+"""A Program: everything one NEFF executes on one NeuronCore.
+
+Instructions are kept in one list in program order; each belongs to a stream (an engine, or a
+DMA queue), and streams run independently, ordered against each other only by semaphores. The
+Program also binds the HBM tensors it reads and writes and names the framework op behind every
+instruction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from .dtypes import DType
+from .instructions import Dma, DmaGather, DmaScatter, Engine, Instruction
+
+TENSOR_KINDS = ("input", "output", "scratch", "const")
+QUEUE_KINDS = ("input", "output", "data", "instruction", "hardware_dynamic", "software_dynamic")
+
+
+@dataclass(frozen=True)
+class TensorDecl:
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    kind: str = "input"
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class QueueDecl:
+    name: str
+    kind: str = "data"
+
+
+@dataclass
+class Program:
+    name: str
+    target: str = "trn2"
+    tensors: list[TensorDecl] = field(default_factory=list)
+    queues: list[QueueDecl] = field(default_factory=list)
+    semaphores: list[str] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    instructions: list[Instruction] = field(default_factory=list)
+    constants: dict[int, np.ndarray] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._origin = -1
+        self._hash: bytes | None = None
+
+    # --- building ---------------------------------------------------------------------------------
+    def tensor(self, name: str, shape, dtype: DType | str, kind: str = "input",
+               value: np.ndarray | None = None) -> int:
+        """Bind an HBM tensor; returns its index for HBM access patterns."""
+        if kind not in TENSOR_KINDS:
+            raise ValueError(f"tensor kind {kind!r} is not one of {TENSOR_KINDS}")
+        self.tensors.append(TensorDecl(name, tuple(int(s) for s in shape), DType.parse(dtype), kind))
+        idx = len(self.tensors) - 1
+        if kind == "const":
+            if value is None:
+                raise ValueError(f"const tensor {name!r} needs a value")
+            self.constants[idx] = np.ascontiguousarray(value, dtype=self.tensors[idx].dtype.np).reshape(
+                self.tensors[idx].shape)
+        self._hash = None
+        return idx
+
+    def queue(self, name: str, kind: str = "data") -> int:
+        if kind not in QUEUE_KINDS:
+            raise ValueError(f"queue kind {kind!r} is not one of {QUEUE_KINDS}")
+        self.queues.append(QueueDecl(name, kind))
+        return len(self.queues) - 1
+
+    def semaphore(self, name: str) -> int:
+        self.semaphores.append(name)
+        return len(self.semaphores) - 1
+
+    def framework_op(self, label: str) -> int:
+        """Index of a framework op label (deduplicated)."""
+        try:
+            return self.ops.index(label)
+        except ValueError:
+            self.ops.append(label)
+            return len(self.ops) - 1
+
+    @contextlib.contextmanager
+    def origin(self, label: str) -> Iterator[int]:
+        """Instructions added inside come from framework op ``label``."""
+        saved = self._origin
+        self._origin = self.framework_op(label)
+        try:
+            yield self._origin
+        finally:
+            self._origin = saved
+
+    def add(self, instr: Instruction) -> Instruction:
+        if instr.op < 0:
+            instr.op = self._origin
+        self.instructions.append(instr)
+        self._hash = None
+        return instr
+
+    # --- views ---------------------------------------------------------------------------------------
+    def stream_of(self, instr: Instruction) -> str:
+        """Stream key: the engine name, or ``q<N>`` for DMA queue N."""
+        if instr.ENGINE is Engine.DMA:
+            return f"q{instr.queue}"  # type: ignore[attr-defined]
+        return instr.engine.value
+
+    def streams(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for i, ins in enumerate(self.instructions):
+            out.setdefault(self.stream_of(ins), []).append(i)
+        return out
+
+    def tensors_of_kind(self, kind: str) -> list[int]:
+        return [i for i, t in enumerate(self.tensors) if t.kind == kind]
+
+    def is_dma(self, instr: Instruction) -> bool:
+        return isinstance(instr, (Dma, DmaGather, DmaScatter))
+
+    def label(self, index: int) -> str:
+        """``<ENGINE>:<OPCODE>#<index>`` with its framework op: how errors name an instruction."""
+        ins = self.instructions[index]
+        origin = f" from {self.ops[ins.op]!r}" if 0 <= ins.op < len(self.ops) else ""
+        return f"instruction #{index} {self.stream_of(ins)}:{ins.OPCODE}{origin} in program {self.name!r}"
+
+    # --- identity --------------------------------------------------------------------------------------
+    @property
+    def content_hash(self) -> bytes:
+        """SHA-256 of the serialized body: the same Program gives the same hash in any process."""
+        if self._hash is None:
+            from .neff import encode_body
+
+            self._hash = hashlib.sha256(encode_body(self)).digest()
+        return self._hash
+
+    @property
+    def neff_id(self) -> int:
+        """The numeric hash NEFF and NTFF file names share (``neff_<id>.neff``)."""
+        return int.from_bytes(self.content_hash[:8], "big")
+
+    def __len__(self) -> int:
+        return len(self.instructions)

@@ -1,0 +1,194 @@
+"""Static checks of a Program against a hardware spec. Every error names the instruction at fault."""
+
+from __future__ import annotations
+
+from ..hw import HardwareSpec
+from .ap import AP, Space
+from .errors import ProgramError
+from .instructions import (
+    Activation, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, LoadStationary, MultiplyMoving,
+    PartitionReduce, Select, SemaphoreSet, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor,
+    TensorTranspose,
+)
+from .order import execution_order
+from .program import Program
+
+
+def validate(program: Program, spec: HardwareSpec) -> None:
+    """Raise :class:`ProgramError` for the first invalid instruction; also proves deadlock freedom."""
+    nsem, nq, nops = len(program.semaphores), len(program.queues), len(program.ops)
+    stationary: AP | None = None
+    for i, ins in enumerate(program.instructions):
+        where = program.label(i)
+        for sid, _ in (*ins.waits, *ins.signals):
+            if not 0 <= sid < nsem:
+                raise ProgramError(f"{where}: semaphore {sid} is not declared (program has {nsem})")
+        if isinstance(ins, SemaphoreSet) and not 0 <= ins.sem < nsem:
+            raise ProgramError(f"{where}: semaphore {ins.sem} is not declared (program has {nsem})")
+        if ins.op >= nops:
+            raise ProgramError(f"{where}: framework op {ins.op} is not declared")
+        if isinstance(ins, (Dma, DmaGather, DmaScatter)) and not 0 <= ins.queue < nq:
+            raise ProgramError(f"{where}: DMA queue {ins.queue} is not declared (program has {nq})")
+        for ap in (*ins.reads(), *ins.writes()):
+            _check_ap(program, spec, ap, where)
+        _check_engine_rules(ins, spec, where, stationary)
+        if isinstance(ins, LoadStationary):
+            stationary = ins.src
+    execution_order(program)
+
+
+def _check_ap(program: Program, spec: HardwareSpec, ap: AP, where: str) -> None:
+    if len(ap.dims) > spec.ap_max_dims:
+        raise ProgramError(f"{where}: access pattern has {len(ap.dims)} free dims; the engines take at most "
+                           f"{spec.ap_max_dims} (split the instruction)")
+    if any(size < 1 for _, size in ap.dims) or ap.partitions < 1:
+        raise ProgramError(f"{where}: access pattern {ap.describe()} has an empty dimension")
+    if ap.space is Space.HBM:
+        if not 0 <= ap.tensor < len(program.tensors):
+            raise ProgramError(f"{where}: HBM tensor {ap.tensor} is not bound (program has {len(program.tensors)})")
+        decl = program.tensors[ap.tensor]
+        lo, hi = ap.element_span()
+        if lo < 0 or hi >= decl.numel:
+            raise ProgramError(f"{where}: access pattern {ap.describe()} reaches elements {lo}..{hi} of HBM tensor "
+                               f"{decl.name!r} which has {decl.numel}")
+        if ap.dtype != decl.dtype:
+            raise ProgramError(f"{where}: dtype mismatch: pattern reads {decl.name!r} ({decl.dtype.value}) as "
+                               f"{ap.dtype.value}")
+        return
+    if ap.partitions > spec.partitions:
+        raise ProgramError(f"{where}: tile spans {ap.partitions} partitions; the maximum is {spec.partitions} "
+                           f"(tile the partition dimension by 128)")
+    if ap.start + ap.partitions > spec.partitions:
+        raise ProgramError(f"{where}: partitions {ap.start}..{ap.start + ap.partitions - 1} run past partition "
+                           f"{spec.partitions - 1}")
+    if not _start_partition_ok(ap.start, ap.partitions):
+        raise ProgramError(f"{where}: a tile of {ap.partitions} partitions cannot start at partition {ap.start} "
+                           f"(>64 partitions start at 0; 33-64 at 0 or 64; <=32 at 0, 32, 64 or 96)")
+    capacity = spec.sbuf_bytes_per_partition if ap.space is Space.SBUF else spec.psum_bytes_per_partition
+    end = ap.offset + ap.extent_bytes()
+    if ap.offset < 0 or end > capacity:
+        name = "SBUF" if ap.space is Space.SBUF else "PSUM"
+        raise ProgramError(f"{where}: {name} overflow: the tile needs bytes {ap.offset}..{end} of each partition "
+                           f"but {name} has {capacity} per partition on {spec.name}; use smaller tiles")
+
+
+def _start_partition_ok(start: int, count: int) -> bool:
+    if count > 64:
+        return start == 0
+    if count > 32:
+        return start in (0, 64)
+    return start in (0, 32, 64, 96)
+
+
+def _same_shape(a: AP, b: AP) -> bool:
+    return a.partitions == b.partitions and a.free_size == b.free_size
+
+
+def _check_engine_rules(ins: Instruction, spec: HardwareSpec, where: str, stationary: AP | None) -> None:
+    if isinstance(ins, LoadStationary):
+        if ins.src.space is not Space.SBUF:
+            raise ProgramError(f"{where}: the stationary operand must be in SBUF")
+        if ins.src.free_size > spec.gemm_stationary_fmax:
+            raise ProgramError(f"{where}: stationary free size {ins.src.free_size} > {spec.gemm_stationary_fmax}")
+    elif isinstance(ins, MultiplyMoving):
+        if stationary is None:
+            raise ProgramError(f"{where}: MATMUL with no LDWEIGHTS before it on TensorE")
+        if ins.moving.space is not Space.SBUF:
+            raise ProgramError(f"{where}: the moving operand must be in SBUF")
+        if ins.moving.free_size > spec.gemm_moving_fmax:
+            raise ProgramError(f"{where}: moving free size {ins.moving.free_size} > {spec.gemm_moving_fmax} "
+                               f"(one PSUM bank holds 512 FP32 per partition)")
+        if ins.moving.partitions != stationary.partitions:
+            raise ProgramError(f"{where}: contraction mismatch: moving has {ins.moving.partitions} partitions, "
+                               f"stationary {stationary.partitions}")
+        if (ins.moving.dtype.itemsize == 4) != (stationary.dtype.itemsize == 4) or not ins.moving.dtype.is_float:
+            raise ProgramError(f"{where}: dtype mismatch: moving {ins.moving.dtype.value} with stationary "
+                               f"{stationary.dtype.value}; cast both to bf16 or both to fp32")
+        _check_psum_out(ins.dst, spec, where)
+        if ins.dst.partitions != stationary.free_size or ins.dst.free_size != ins.moving.free_size:
+            raise ProgramError(f"{where}: output tile {ins.dst.shape} does not match stationary.T @ moving "
+                               f"[{stationary.free_size}, {ins.moving.free_size}]")
+    elif isinstance(ins, TensorTranspose):
+        _check_psum_out(ins.dst, spec, where, fp32=False)
+        if ins.dst.partitions != ins.src.free_size or ins.dst.free_size != ins.src.partitions:
+            raise ProgramError(f"{where}: transpose of {ins.src.shape} cannot produce {ins.dst.shape}")
+    elif isinstance(ins, TensorTensor):
+        if not (_same_shape(ins.in0, ins.out) and _same_shape(ins.in1, ins.out)):
+            raise ProgramError(f"{where}: shape mismatch {ins.in0.shape}, {ins.in1.shape} -> {ins.out.shape} "
+                               f"(broadcast with zero strides)")
+    elif isinstance(ins, (TensorScalar, Activation)):
+        inp = ins.inp
+        if not _same_shape(inp, ins.out):
+            raise ProgramError(f"{where}: shape mismatch {inp.shape} -> {ins.out.shape}")
+        scalars = (ins.scalar0, ins.scalar1) if isinstance(ins, TensorScalar) else (ins.scale, ins.bias)
+        for s in scalars:
+            if isinstance(s, AP) and (s.partitions != inp.partitions or s.free_size != 1):
+                raise ProgramError(f"{where}: per-partition operand must be [{inp.partitions}, 1], got {s.shape}")
+        if isinstance(ins, Activation) and ins.accum_out is not None and (
+                ins.accum_out.partitions != inp.partitions or ins.accum_out.free_size != 1):
+            raise ProgramError(f"{where}: accumulate output must be [{inp.partitions}, 1]")
+    elif isinstance(ins, TensorReduce):
+        reduced = 1
+        for _, size in ins.inp.dims[len(ins.inp.dims) - ins.axes:]:
+            reduced *= size
+        if ins.axes < 1 or ins.axes > len(ins.inp.dims) or ins.out.free_size * reduced != ins.inp.free_size \
+                or ins.out.partitions != ins.inp.partitions:
+            raise ProgramError(f"{where}: reducing {ins.axes} innermost dims of {ins.inp.shape} cannot give "
+                               f"{ins.out.shape}")
+    elif isinstance(ins, (TensorCopy, TensorScan)):
+        if not _same_shape(ins.inp, ins.out):
+            raise ProgramError(f"{where}: shape mismatch {ins.inp.shape} -> {ins.out.shape}")
+    elif isinstance(ins, Select):
+        if not all(_same_shape(a, ins.out) for a in (ins.pred, ins.on_true, ins.on_false)):
+            raise ProgramError(f"{where}: select operands must all have shape {ins.out.shape}")
+    elif isinstance(ins, BnStats):
+        if ins.inp.free_size > spec.bn_stats_fmax or ins.out.free_size != 3:
+            raise ProgramError(f"{where}: bn_stats takes at most {spec.bn_stats_fmax} elements per partition and "
+                               f"writes 3 (count, mean, M2)")
+    elif isinstance(ins, BnAggr):
+        if ins.inp.free_size % 3 or ins.out.free_size != 2:
+            raise ProgramError(f"{where}: bn_aggr reads bn_stats triples and writes 2 values (mean, var)")
+    elif isinstance(ins, PartitionReduce):
+        if ins.out.partitions != 1 or ins.out.free_size != ins.inp.free_size:
+            raise ProgramError(f"{where}: partition reduce of {ins.inp.shape} writes [1, {ins.inp.free_size}]")
+    elif isinstance(ins, Dma):
+        _check_dma(ins, where)
+    elif isinstance(ins, (DmaGather, DmaScatter)):
+        if not ins.index.dtype.name.startswith(("int", "uint")) or ins.index.free_size != 1:
+            raise ProgramError(f"{where}: the index tile must be an integer [P, 1] tile")
+        tile = ins.dst if isinstance(ins, DmaGather) else ins.src
+        if tile.partitions != ins.index.partitions or tile.free_size != ins.table.free_size:
+            raise ProgramError(f"{where}: indirect DMA moves rows of {ins.table.free_size} elements into a "
+                               f"{tile.shape} tile indexed by {ins.index.shape}")
+    if ins.engine.value in ("vector", "scalar", "gpsimd"):
+        for ap in (*ins.reads(), *ins.writes()):
+            limit = spec.vector_free_max_psum if ap.space is Space.PSUM else spec.vector_free_max_sbuf
+            if ap.free_size > limit:
+                raise ProgramError(f"{where}: free size {ap.free_size} exceeds the engine limit {limit} in "
+                                   f"{ap.space.value.upper()}")
+            if ap.space is Space.HBM:
+                raise ProgramError(f"{where}: compute engines cannot access HBM; DMA the data into SBUF first")
+
+
+def _check_psum_out(ap: AP, spec: HardwareSpec, where: str, fp32: bool = True) -> None:
+    if ap.space is not Space.PSUM:
+        raise ProgramError(f"{where}: TensorE writes only PSUM")
+    if fp32 and ap.dtype.value != "float32":
+        raise ProgramError(f"{where}: dtype mismatch: matmul results accumulate in FP32 PSUM, got {ap.dtype.value}")
+    bank = ap.offset // spec.psum_bank_bytes
+    if (ap.offset + ap.extent_bytes() - 1) // spec.psum_bank_bytes != bank:
+        raise ProgramError(f"{where}: the output crosses a PSUM bank boundary (banks are {spec.psum_bank_bytes} "
+                           f"bytes per partition)")
+
+
+def _check_dma(ins: Dma, where: str) -> None:
+    src, dst = ins.src, ins.dst
+    if ins.transpose:
+        if dst.partitions != src.free_size or dst.free_size != src.partitions:
+            raise ProgramError(f"{where}: DMA transpose of {src.shape} cannot produce {dst.shape}")
+    elif src.num_elements != dst.num_elements:
+        raise ProgramError(f"{where}: DMA moves {src.num_elements} elements into a pattern of {dst.num_elements}")
+    if src.dtype != dst.dtype and not (src.dtype.is_float and dst.dtype.is_float) and not (
+            not src.dtype.is_float and not dst.dtype.is_float):
+        raise ProgramError(f"{where}: dtype mismatch: DMA casts between float types or between integer types only "
+                           f"({src.dtype.value} -> {dst.dtype.value}); cast on VectorE instead")
