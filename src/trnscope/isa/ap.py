@@ -9,7 +9,7 @@ an element stride ``pstride`` (0 broadcasts one row to every partition).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from math import prod
 
@@ -17,6 +17,8 @@ from .dtypes import DType
 
 
 class Space(str, Enum):
+    __hash__ = str.__hash__  # C-level hash: patterns are hashed on hot paths (cost memo keys)
+
     HBM = "hbm"
     SBUF = "sbuf"
     PSUM = "psum"
@@ -25,7 +27,7 @@ class Space(str, Enum):
 Dims = tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class AP:
     space: Space
     dtype: DType
@@ -35,6 +37,20 @@ class AP:
     offset: int = 0
     tensor: int = -1
     pstride: int = 0
+    _key: tuple = field(default=(), init=False, repr=False, compare=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    # Patterns are hashed and compared on hot paths (cost memo keys): both work on one cached tuple.
+    def __post_init__(self) -> None:
+        key = (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor, self.pstride)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, AP) and self._hash == other._hash and self._key == other._key)
 
     # --- shape ------------------------------------------------------------------------------
     @property
@@ -109,6 +125,26 @@ class AP:
     def with_dtype(self, dtype: DType) -> "AP":
         return _replace(self, dtype=dtype)
 
+    def view(self, offset_elems: int, dims, partitions: int | None = None, start: int | None = None) -> "AP":
+        """A pattern inside this one: ``offset_elems`` further in, with new free ``dims`` (stride, size).
+
+        On-chip the offset moves the byte address within each partition; in HBM it moves the element
+        offset. ``partitions``/``start`` narrow the partition range (HBM: rows keep ``pstride``).
+        """
+        if self.on_chip:
+            return _replace(self, offset=self.offset + offset_elems * self.dtype.itemsize,
+                            dims=tuple((int(a), int(b)) for a, b in dims),
+                            partitions=self.partitions if partitions is None else partitions,
+                            start=self.start if start is None else start)
+        return _replace(self, offset=self.offset + offset_elems, dims=tuple((int(a), int(b)) for a, b in dims),
+                        partitions=self.partitions if partitions is None else partitions)
+
+    def rows(self, first: int, count: int) -> "AP":
+        """Partitions ``first .. first+count-1`` (HBM: rows of the partition dim)."""
+        if self.on_chip:
+            return _replace(self, start=self.start + first, partitions=count)
+        return _replace(self, offset=self.offset + first * self.pstride, partitions=count)
+
     def to_list(self) -> list:
         return [self.space.value, self.dtype.value, self.partitions, [list(d) for d in self.dims],
                 self.start, self.offset, self.tensor, self.pstride]
@@ -121,7 +157,7 @@ class AP:
 
 
 def _replace(ap: AP, **kw) -> AP:
-    fields = {k: getattr(ap, k) for k in AP.__slots__}
+    fields = {k: getattr(ap, k) for k in AP.__slots__ if k not in ("_hash", "_key")}
     fields.update(kw)
     return AP(**fields)
 

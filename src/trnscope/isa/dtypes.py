@@ -9,6 +9,8 @@ import numpy as np
 
 
 class DType(str, Enum):
+    __hash__ = str.__hash__  # C-level hash for hot-path memo keys
+
     float32 = "float32"
     bfloat16 = "bfloat16"
     float16 = "float16"

@@ -19,6 +19,8 @@ from .ap import AP
 
 
 class Engine(str, Enum):
+    __hash__ = str.__hash__
+
     TENSOR = "tensor"
     VECTOR = "vector"
     SCALAR = "scalar"
@@ -31,6 +33,8 @@ COMPUTE_ENGINES = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD, E
 
 
 class Alu(str, Enum):
+    __hash__ = str.__hash__
+
     """Binary ALU operations of VectorE/GpSimdE (nki.language arithmetic and comparison ops)."""
     ADD = "add"
     SUBTRACT = "subtract"
@@ -60,6 +64,8 @@ class Alu(str, Enum):
 
 
 class Act(str, Enum):
+    __hash__ = str.__hash__
+
     """ScalarE activation functions: out = func(in * scale + bias)."""
     COPY = "copy"
     EXP = "exp"

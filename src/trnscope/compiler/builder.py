@@ -1,0 +1,233 @@
+"""KernelBuilder: write a Program as a straight sequence of tile operations; it allocates SBUF and PSUM
+and inserts the semaphores that make the engines' parallel execution correct.
+
+Synchronisation follows the hardware's scheme (S1, S4): every engine stream and every DMA queue has
+one counting semaphore, named like Neuron's (``S[1] (Vector)``, ``qSyncIO0``), that it increments
+when an instruction completes; streams complete in order, so "semaphore >= k" means "the first k
+instructions of that stream are done". The builder tracks, per SBUF/PSUM allocation and per HBM
+tensor, the last writer and the readers since, and makes each new instruction wait for the
+producers it reads (RAW) and for the readers and writers of what it overwrites (WAR, WAW).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..hw import HardwareSpec, get_spec
+from ..isa import AP, Dma, DmaGather, DmaScatter, Engine, Instruction, Program, Space, TensorCopy
+from ..isa.ap import dense_dims
+
+ENGINE_SEMAPHORES = {
+    "tensor": "S[0] (Tensor)",
+    "vector": "S[1] (Vector)",
+    "scalar": "S[2] (Scalar)",
+    "gpsimd": "S[3] (GpSimd)",
+    "sync": "S[4] (Sync)",
+}
+# HBM write records kept per tensor before older ones are folded into a conservative per-stream floor.
+MAX_HBM_RECORDS = 64
+
+
+class AllocationError(MemoryError):
+    pass
+
+
+@dataclass
+class _Region:
+    """Who touched one SBUF/PSUM byte range: the last writes and the reads since, per stream."""
+    start: int
+    end: int
+    writers: dict[str, int] = field(default_factory=dict)
+    readers: dict[str, int] = field(default_factory=dict)
+
+    def absorb(self, other: "_Region") -> None:
+        for mine, theirs in ((self.writers, other.writers), (self.readers, other.readers)):
+            for s, c in theirs.items():
+                mine[s] = max(mine.get(s, 0), c)
+
+
+@dataclass
+class _HbmAccess:
+    lo: int
+    hi: int
+    stream: str
+    count: int
+    write: bool
+
+
+class _Arena:
+    """First-fit allocator of byte ranges inside every partition (the same range in each partition)."""
+
+    def __init__(self, capacity: int, align: int, name: str):
+        self.capacity, self.align, self.name = capacity, align, name
+        self.blocks: dict[int, int] = {}  # offset -> size
+        self.peak = 0
+
+    def alloc(self, nbytes: int) -> int:
+        nbytes = -(-nbytes // self.align) * self.align
+        offset = 0
+        for off in sorted(self.blocks):
+            if off - offset >= nbytes:
+                break
+            offset = max(offset, off + self.blocks[off])
+        if offset + nbytes > self.capacity:
+            raise AllocationError(
+                f"{self.name} overflow: {nbytes} bytes per partition requested, "
+                f"{self.capacity - sum(self.blocks.values())} free of {self.capacity}; use smaller tiles")
+        self.blocks[offset] = nbytes
+        self.peak = max(self.peak, offset + nbytes)
+        return offset
+
+    def free(self, offset: int) -> None:
+        self.blocks.pop(offset, None)
+
+    @property
+    def used(self) -> int:
+        return sum(self.blocks.values())
+
+
+class KernelBuilder:
+    def __init__(self, program: Program, spec: HardwareSpec | None = None):
+        self.p = program
+        self.spec = spec or get_spec()
+        self.sbuf = _Arena(self.spec.sbuf_bytes_per_partition, 64, "SBUF")
+        self.psum = _Arena(self.spec.psum_bytes_per_partition, self.spec.psum_bank_bytes, "PSUM")
+        self._sems: dict[str, int] = {}
+        self._counts: dict[str, int] = {}
+        self._regions: dict[Space, list[_Region]] = {Space.SBUF: [], Space.PSUM: []}
+        self._hbm: dict[int, list[_HbmAccess]] = {}
+        self._hbm_floor: dict[int, dict[str, int]] = {}
+        self._queues: dict[str, int] = {}
+
+    # --- resources ----------------------------------------------------------------------------
+    def queue(self, name: str, kind: str = "data") -> int:
+        if name not in self._queues:
+            self._queues[name] = self.p.queue(name, kind)
+        return self._queues[name]
+
+    def tile(self, partitions: int, free_shape, dtype, space: Space = Space.SBUF) -> AP:
+        """Allocate a dense tile; free it with :meth:`release` when its data is dead."""
+        free_shape = tuple(int(s) for s in (free_shape if isinstance(free_shape, (tuple, list)) else (free_shape,)))
+        from ..isa import DType
+
+        dt = DType.parse(dtype)
+        nbytes = dt.itemsize
+        for s in free_shape:
+            nbytes *= s
+        arena = self.sbuf if space is Space.SBUF else self.psum
+        if space is Space.PSUM and nbytes > self.spec.psum_bank_bytes:
+            raise AllocationError(f"PSUM tile of {nbytes} bytes per partition exceeds one bank "
+                                  f"({self.spec.psum_bank_bytes}); tile the free dimension by 512 FP32")
+        offset = arena.alloc(nbytes)
+        self._new_region(space, offset, offset + -(-nbytes // arena.align) * arena.align)
+        return AP(space, dt, partitions, dense_dims(free_shape), 0, offset)
+
+    def _new_region(self, space: Space, start: int, end: int) -> _Region:
+        """A fresh region inherits the history of every older region it overlaps (reuse of freed bytes)."""
+        region = _Region(start, end)
+        kept = []
+        for r in self._regions[space]:
+            if r.start < end and start < r.end:
+                region.absorb(r)
+            else:
+                kept.append(r)
+        kept.append(region)
+        self._regions[space] = kept
+        return region
+
+    def _region(self, ap: AP) -> _Region:
+        for r in self._regions[ap.space]:
+            if r.start <= ap.offset < r.end:
+                return r
+        return self._new_region(ap.space, ap.offset, ap.offset + ap.extent_bytes())
+
+    def psum_tile(self, partitions: int, free_shape, dtype="float32") -> AP:
+        return self.tile(partitions, free_shape, dtype, Space.PSUM)
+
+    def release(self, *aps: AP) -> None:
+        """Return tiles to their arena. Later users of the bytes still wait for the old accesses."""
+        for ap in aps:
+            (self.sbuf if ap.space is Space.SBUF else self.psum).free(ap.offset)
+
+    # --- emission -------------------------------------------------------------------------------
+    def _stream(self, ins: Instruction) -> str:
+        if ins.ENGINE is Engine.DMA:
+            return self.p.queues[ins.queue].name  # type: ignore[attr-defined]
+        return ins.engine.value
+
+    def _sem(self, stream: str) -> int:
+        if stream not in self._sems:
+            self._sems[stream] = self.p.semaphore(ENGINE_SEMAPHORES.get(stream, stream))
+            self._counts[stream] = 0
+        return self._sems[stream]
+
+    def emit(self, ins: Instruction) -> Instruction:
+        stream = self._stream(ins)
+        need: dict[str, int] = {}
+
+        def depend(dep_stream: str, count: int) -> None:
+            # in-order engines need no semaphore for their own earlier work; DMA queues complete
+            # in order too but trigger ahead of completion, so they wait on themselves explicitly
+            if dep_stream == stream and ins.ENGINE is not Engine.DMA:
+                return
+            if count > need.get(dep_stream, 0):
+                need[dep_stream] = count
+
+        my_count = self._counts.get(stream, 0) + 1
+        for ap in ins.reads():
+            self._track(ap, stream, my_count, write=False, depend=depend)
+        for ap in ins.writes():
+            self._track(ap, stream, my_count, write=True, depend=depend)
+        waits = tuple(sorted((self._sem(s), c) for s, c in need.items()))
+        ins.waits = tuple(ins.waits) + waits
+        ins.signals = tuple(ins.signals) + ((self._sem(stream), 1),)
+        self._counts[stream] = my_count
+        return self.p.add(ins)
+
+    def _track(self, ap: AP, stream: str, count: int, write: bool, depend) -> None:
+        if ap.space is Space.HBM:
+            self._track_hbm(ap, stream, count, write, depend)
+            return
+        region = self._region(ap)
+        for s, c in region.writers.items():
+            depend(s, c)
+        if write:
+            for s, c in region.readers.items():
+                depend(s, c)
+            region.writers = {stream: count}
+            region.readers = {}
+        else:
+            region.readers[stream] = count
+
+    def _track_hbm(self, ap: AP, stream: str, count: int, write: bool, depend) -> None:
+        lo, hi = ap.element_span()
+        records = self._hbm.setdefault(ap.tensor, [])
+        for r in records:
+            if (r.write or write) and r.lo <= hi and lo <= r.hi:
+                depend(r.stream, r.count)
+        for s, c in self._hbm_floor.get(ap.tensor, {}).items():
+            depend(s, c)
+        records.append(_HbmAccess(lo, hi, stream, count, write))
+        if len(records) > MAX_HBM_RECORDS:
+            floor = self._hbm_floor.setdefault(ap.tensor, {})
+            old = records.pop(0)
+            floor[old.stream] = max(floor.get(old.stream, 0), old.count)
+
+    # --- convenience ------------------------------------------------------------------------------
+    def dma(self, queue: int, src: AP, dst: AP, **kw) -> Instruction:
+        return self.emit(Dma(queue=queue, src=src, dst=dst, **kw))
+
+    def copy(self, src: AP, dst: AP, on: Engine = Engine.VECTOR) -> Instruction:
+        return self.emit(TensorCopy(inp=src, out=dst, on=on))
+
+    @property
+    def sbuf_peak_bytes(self) -> int:
+        return self.sbuf.peak
+
+    @property
+    def psum_peak_bytes(self) -> int:
+        return self.psum.peak
+
+
+def is_dma(ins: Instruction) -> bool:
+    return isinstance(ins, (Dma, DmaGather, DmaScatter))

@@ -1,0 +1,309 @@
+"""Device memory of the emulated NeuronCore: allocation, accounting, zero-copy host views.
+
+A ``neuron`` tensor is an ordinary strided ATen tensor on a PrivateUse1 storage. The storage's
+bytes live in host memory that this module owns (a CPU ``UntypedStorage``): they reach ATen as an
+owning storage through a DLPack import (:mod:`._dlpack`), so views, strides, storage offsets and
+aliasing are ATen's own, and the storage tells us when it dies. Every allocation and free is
+counted per device against the HBM capacity of one NeuronCore
+(:func:`trnscope.hw.get_spec`), which is what ``torch.neuron.memory_allocated()`` and friends
+report; an allocation beyond it raises :class:`torch.OutOfMemoryError` without touching host
+memory, and the device stays usable.
+
+Kernels never copy to compute: :func:`host_view` gives a CPU tensor over the same bytes, with the
+same sizes, strides and storage offset. Such a view does not keep the memory alive: use it only
+while the ``neuron`` tensor it came from is alive.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from . import _dlpack
+
+BACKEND = "neuron"
+_CPU = torch.device("cpu")
+_CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+# ATen's CPU kernels for these ops only edit TensorImpl metadata and never look at the device, so
+# calling them on a neuron tensor (redispatch straight to the CPU key) is exact and allocation-free.
+_SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
+_AS_STRIDED = torch.ops.aten.as_strided.default
+_VIEW = torch.ops.aten.view.default
+_RESHAPE_ALIAS = torch.ops.aten._reshape_alias.default
+
+
+@dataclass
+class DeviceMemoryStats:
+    """Counters for one NeuronCore; bytes are storage bytes as requested (no rounding, no cache)."""
+
+    allocated: int = 0
+    peak: int = 0
+    allocated_total: int = 0  # cumulative bytes allocated
+    freed_total: int = 0
+    num_allocs: int = 0
+    num_frees: int = 0
+    num_ooms: int = 0
+    blocks: int = 0
+    peak_blocks: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class _Block:
+    """One device allocation: the host bytes behind one neuron storage."""
+
+    __slots__ = ("ptr", "nbytes", "device", "backing", "host", "managed")
+
+    def __init__(self, ptr, nbytes, device, backing, host, managed):
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.device = device
+        self.backing = backing  # owning CPU UntypedStorage (keeps the bytes alive)
+        self.host = host  # non-owning, non-resizable CPU UntypedStorage over the same bytes
+        self.managed = managed  # ctypes DLManagedTensor the neuron storage was imported from
+
+
+_lock = threading.RLock()
+_blocks: dict[int, _Block] = {}
+_stats: dict[int, DeviceMemoryStats] = {}
+_capacity_override: int | None = None
+_exiting = False
+
+
+def _device_stats(index: int) -> DeviceMemoryStats:
+    st = _stats.get(index)
+    if st is None:
+        st = _stats[index] = DeviceMemoryStats()
+    return st
+
+
+def _on_free(key: int) -> None:
+    with _lock:
+        blk = _blocks.pop(key, None)
+        if blk is None:
+            return
+        st = _device_stats(blk.device)
+        st.allocated -= blk.nbytes
+        st.freed_total += blk.nbytes
+        st.num_frees += 1
+        st.blocks -= 1
+
+
+_deleter = _dlpack.make_deleter(_on_free)
+
+
+@atexit.register
+def _disarm_all() -> None:
+    """Storages that outlive the interpreter (held by C++ statics) must not call into Python."""
+    global _exiting
+    with _lock:
+        _exiting = True
+        for blk in _blocks.values():
+            blk.managed.disarm()
+
+
+# --------------------------------------------------------------------------------------------
+# capacity and statistics
+
+
+def capacity(device: int = 0) -> int:
+    """HBM bytes of one NeuronCore of the target in force (or the :func:`set_capacity` override)."""
+    if _capacity_override is not None:
+        return _capacity_override
+    from trnscope.hw import get_spec
+
+    return int(get_spec().hbm_bytes_per_core)
+
+
+def set_capacity(nbytes: int | None) -> int | None:
+    """Override the device capacity (``None`` restores the hardware spec's). Returns the old one."""
+    global _capacity_override
+    old = _capacity_override
+    _capacity_override = None if nbytes is None else int(nbytes)
+    return old
+
+
+def stats(device: int = 0) -> DeviceMemoryStats:
+    """A copy of the counters of ``device``."""
+    with _lock:
+        s = _device_stats(device)
+        return DeviceMemoryStats(**{k: getattr(s, k) for k in s.__dataclass_fields__})
+
+
+def reset_peak(device: int = 0) -> None:
+    with _lock:
+        s = _device_stats(device)
+        s.peak = s.allocated
+        s.peak_blocks = s.blocks
+
+
+def reset_accumulated(device: int = 0) -> None:
+    with _lock:
+        s = _device_stats(device)
+        s.allocated_total = s.freed_total = s.num_allocs = s.num_frees = s.num_ooms = 0
+
+
+def _fmt(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} bytes"
+
+
+def _reserve(nbytes: int, device: int) -> None:
+    """Account ``nbytes`` on ``device`` or raise OutOfMemoryError (lock held by the caller)."""
+    st = _device_stats(device)
+    cap = capacity(device)
+    free = cap - st.allocated
+    if nbytes > free:
+        st.num_ooms += 1
+        raise torch.OutOfMemoryError(
+            f"NEURON out of memory. Tried to allocate {_fmt(nbytes)} ({nbytes} bytes) on "
+            f"{BACKEND}:{device}. The NeuronCore has a total HBM capacity of {_fmt(cap)} "
+            f"({cap} bytes) of which {_fmt(free)} ({free} bytes) is free; {_fmt(st.allocated)} "
+            f"({st.allocated} bytes) is allocated to live tensors."
+        )
+    st.allocated += nbytes
+    st.peak = max(st.peak, st.allocated)
+    st.allocated_total += nbytes
+    st.num_allocs += 1
+    st.blocks += 1
+    st.peak_blocks = max(st.peak_blocks, st.blocks)
+
+
+# --------------------------------------------------------------------------------------------
+# allocation
+
+
+def _import(backing: torch.UntypedStorage, nbytes: int, device: int) -> torch.UntypedStorage:
+    """Make ``backing`` (a CPU storage of at least max(nbytes, 1) bytes) a neuron storage."""
+    ptr = backing.data_ptr()
+    with _lock:
+        if ptr in _blocks:  # pragma: no cover - would mean two storages over one buffer
+            raise RuntimeError(f"trnscope: host buffer {ptr:#x} is already a neuron storage")
+        _reserve(nbytes, device)
+        inserted = False
+        try:
+            managed = _dlpack.Managed(ptr, nbytes, device, ptr, _deleter)
+            host = torch._C._construct_storage_from_data_pointer(ptr, _CPU, nbytes)
+            _blocks[ptr] = _Block(ptr, nbytes, device, backing, host, managed)
+            inserted = True
+            storage = _dlpack.import_buffer(managed).untyped_storage()
+        except BaseException:
+            # undo the reservation unless the storage's deleter already returned it
+            if not inserted or _blocks.pop(ptr, None) is not None:
+                st = _device_stats(device)
+                st.allocated -= nbytes
+                st.blocks -= 1
+                st.num_allocs -= 1
+                st.allocated_total -= nbytes
+            raise
+        if _exiting:
+            managed.disarm()
+    return storage
+
+
+def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
+    """A new, uninitialised neuron storage of ``nbytes`` bytes on ``device``."""
+    nbytes = int(nbytes)
+    if nbytes < 0:
+        raise RuntimeError(f"trnscope: negative allocation size {nbytes}")
+    with _lock:  # check before touching host memory: an oversize request must not exhaust the host
+        st = _device_stats(device)
+        if nbytes > capacity(device) - st.allocated:
+            _reserve(nbytes, device)  # raises
+    # at least one byte, so that every live block has a distinct, non-null address
+    backing = torch.empty(max(nbytes, 1), dtype=torch.uint8).untyped_storage()
+    return _import(backing, nbytes, device)
+
+
+def adopt(cpu_storage: torch.UntypedStorage, device: int = 0) -> torch.UntypedStorage:
+    """Turn a CPU storage nobody else holds into a neuron storage without copying its bytes."""
+    nbytes = cpu_storage.nbytes()
+    if nbytes == 0:
+        return allocate(0, device)
+    return _import(cpu_storage, nbytes, device)
+
+
+def storage_nbytes(size: Sequence[int], stride: Sequence[int], itemsize: int, offset: int = 0) -> int:
+    """Bytes a storage needs to hold a tensor of this geometry (ATen's computeStorageNbytes)."""
+    n = 1
+    for s, st in zip(size, stride):
+        if s == 0:
+            return 0
+        n += (s - 1) * st
+    return (n + offset) * itemsize
+
+
+def contiguous_strides(size: Sequence[int]) -> list[int]:
+    strides = [1] * len(size)
+    acc = 1
+    for i in range(len(size) - 1, -1, -1):
+        strides[i] = acc
+        acc *= max(int(size[i]), 1)
+    return strides
+
+
+def set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
+    """Point ``t`` (a neuron tensor) at ``storage`` with this geometry; metadata only."""
+    return _SET_STORAGE.redispatch(_CPU_KEYSET, t, storage, offset, list(size), list(stride))
+
+
+def wrap(storage, dtype: torch.dtype, size, stride, offset: int = 0) -> torch.Tensor:
+    """A new neuron tensor over ``storage`` (a neuron UntypedStorage)."""
+    t = torch._C._acc.create_empty_tensor([0], dtype)
+    return set_metadata(t, storage, offset, size, stride)
+
+
+def empty_strided(size, stride, dtype: torch.dtype, device: int = 0) -> torch.Tensor:
+    size = [int(s) for s in size]
+    stride = [int(s) for s in stride]
+    return wrap(allocate(storage_nbytes(size, stride, dtype.itemsize), device), dtype, size, stride)
+
+
+def empty(size, dtype: torch.dtype, device: int = 0) -> torch.Tensor:
+    return empty_strided(size, contiguous_strides(size), dtype, device)
+
+
+def _block_of(t: torch.Tensor) -> _Block | None:
+    return _blocks.get(t.untyped_storage().data_ptr())
+
+
+def host_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
+    """The CPU storage (non-owning, not resizable) over a neuron storage's bytes."""
+    blk = _blocks.get(storage.data_ptr())
+    if blk is None:
+        if storage.nbytes() == 0:
+            return torch.UntypedStorage(0)
+        raise RuntimeError("trnscope: this neuron storage was not allocated by trnscope.device")
+    return blk.host
+
+
+def host_view(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor over the same bytes as neuron tensor ``t``: same dtype, sizes, strides, offset.
+
+    Writes through it are writes to ``t`` (and every alias of ``t``). It does not keep ``t``'s
+    memory alive.
+    """
+    blk = _blocks.get(t.untyped_storage().data_ptr())
+    if blk is None:
+        if t.untyped_storage().nbytes() == 0:  # nothing to alias: any storage will do
+            return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
+        raise RuntimeError("trnscope: tensor storage was not allocated by trnscope.device")
+    v = torch.empty(0, dtype=t.dtype)
+    return v.set_(blk.host, t.storage_offset(), t.size(), t.stride())
+
+
+def host_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
+    """A CPU uint8 tensor over every byte of a neuron storage."""
+    hs = host_storage(storage)
+    return torch.empty(0, dtype=torch.uint8).set_(hs, 0, [hs.nbytes()], [1])
+
+
+def live_blocks(device: int | None = None) -> list[tuple[int, int, int]]:
+    """(address, nbytes, device) of every live allocation, for snapshots and tests."""
+    with _lock:
+        return [(b.ptr, b.nbytes, b.device) for b in _blocks.values() if device is None or b.device == device]

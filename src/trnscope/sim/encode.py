@@ -1,0 +1,149 @@
+"""Flatten a Program into the arrays the event-driven core runs on.
+
+This is the only per-instruction Python pass of a simulation; the costs are functions of each
+instruction's access patterns, so they are memoised per distinct instruction shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from operator import attrgetter
+
+import numpy as np
+
+from ..hw import HardwareSpec
+from ..isa import (
+    Dma, DmaGather, DmaScatter, Engine, LoadStationary, MultiplyMoving, Program, SemaphoreSet, TensorTranspose,
+)
+from .cost import compute_cycles, dma_shape, flops, is_short, onchip_bytes
+
+ENGINE_STREAMS = ("tensor", "vector", "scalar", "gpsimd", "sync")
+KIND_COMPUTE, KIND_LS, KIND_MM, KIND_DMA, KIND_PE = 0, 1, 2, 3, 4
+
+
+@dataclass
+class Encoded:
+    n: int
+    stream: np.ndarray        # int32 [n]: 0..4 engines, 5+q DMA queue q
+    kind: np.ndarray          # int8 [n]
+    base_ns: np.ndarray       # float64 [n]: cost without the dependency overhead
+    dep_ns: np.ndarray        # float64 [n]: overhead added when the instruction waited on another engine
+    wait_ptr: np.ndarray      # int64 [n+1] CSR into wait_sem / wait_val
+    wait_sem: np.ndarray
+    wait_val: np.ndarray
+    sig_ptr: np.ndarray       # int64 [n+1] CSR into sig_sem / sig_val / sig_set
+    sig_sem: np.ndarray
+    sig_val: np.ndarray
+    sig_set: np.ndarray       # bool: write the value instead of adding it
+    dma_desc: np.ndarray      # int64 [n]: descriptors (0 for compute)
+    dma_desc_ns: np.ndarray   # float64 [n]: DMA-engine occupancy of one descriptor
+    dma_fixed_ns: np.ndarray  # float64 [n]
+    stream_ptr: np.ndarray    # int64 [S+1] CSR of instruction indices per stream, in program order
+    stream_instr: np.ndarray
+    n_streams: int
+    n_sems: int
+    # reporting columns
+    flops_model: np.ndarray
+    flops_hw: np.ndarray
+    hbm_read: np.ndarray
+    hbm_write: np.ndarray
+    sbuf_read: np.ndarray
+    sbuf_write: np.ndarray
+    psum_read: np.ndarray
+    psum_write: np.ndarray
+
+    @property
+    def stream_names(self) -> list[str]:
+        return list(ENGINE_STREAMS) + [f"q{q}" for q in range(self.n_streams - len(ENGINE_STREAMS))]
+
+
+def encode(program: Program, spec: HardwareSpec) -> Encoded:
+    ins_list = program.instructions
+    n = len(ins_list)
+    nq = len(program.queues)
+    rows: list[tuple] = []
+    wait_ptr = [0] * (n + 1)
+    sig_ptr = [0] * (n + 1)
+    wsem: list[int] = []
+    wval: list[int] = []
+    ssem: list[int] = []
+    sval: list[int] = []
+    sset: list[bool] = []
+    memo: dict = {}
+    getters: dict = {}
+    for i, ins in enumerate(ins_list):
+        cls = type(ins)
+        getter = getters.get(cls)
+        if getter is None:
+            getter = getters[cls] = attrgetter(*[f.name for f in fields(cls) if f.name not in _NOT_COST])
+        key = (cls, getter(ins))
+        row = memo.get(key)
+        if row is None:
+            row = memo[key] = _row(ins, spec)
+        rows.append(row)
+        for s, v in ins.waits:
+            wsem.append(s)
+            wval.append(v)
+        wait_ptr[i + 1] = len(wsem)
+        for s, v in ins.signals:
+            ssem.append(s)
+            sval.append(v)
+            sset.append(False)
+        if cls is SemaphoreSet:
+            ssem.append(ins.sem)
+            sval.append(ins.value)
+            sset.append(True)
+        sig_ptr[i + 1] = len(ssem)
+
+    table = np.array(rows, dtype=np.float64).reshape(n, len(_COLUMNS))
+    col = {name: np.ascontiguousarray(table[:, j]) for j, name in enumerate(_COLUMNS)}
+    stream = col["stream"].astype(np.int32)
+    n_streams = len(ENGINE_STREAMS) + nq
+    order = np.argsort(stream, kind="stable")
+    counts = np.bincount(stream, minlength=n_streams) if n else np.zeros(n_streams, np.int64)
+    stream_ptr = np.zeros(n_streams + 1, np.int64)
+    np.cumsum(counts, out=stream_ptr[1:])
+    ints = {k: col[k].astype(np.int64) for k in
+            ("hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")}
+    return Encoded(
+        n=n, stream=stream, kind=col["kind"].astype(np.int8), base_ns=col["base_ns"], dep_ns=col["dep_ns"],
+        wait_ptr=np.asarray(wait_ptr, np.int64), wait_sem=np.asarray(wsem, np.int64),
+        wait_val=np.asarray(wval, np.int64), sig_ptr=np.asarray(sig_ptr, np.int64),
+        sig_sem=np.asarray(ssem, np.int64), sig_val=np.asarray(sval, np.int64), sig_set=np.asarray(sset, np.bool_),
+        dma_desc=col["dma_desc"].astype(np.int64), dma_desc_ns=col["dma_desc_ns"],
+        dma_fixed_ns=col["dma_fixed_ns"], stream_ptr=stream_ptr, stream_instr=order.astype(np.int64),
+        n_streams=n_streams, n_sems=len(program.semaphores), flops_model=col["flops_model"],
+        flops_hw=col["flops_hw"], **ints,
+    )
+
+
+_NOT_COST = {"waits", "signals", "op"}
+_COLUMNS = ("stream", "kind", "base_ns", "dep_ns", "dma_desc", "dma_desc_ns", "dma_fixed_ns", "flops_model",
+            "flops_hw", "hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")
+_STREAM_INDEX = {e: i for i, e in enumerate(ENGINE_STREAMS)}
+
+
+def _row(ins, spec: HardwareSpec) -> tuple:
+    """The encoded columns of one instruction (memoised per distinct instruction shape)."""
+    if isinstance(ins, (Dma, DmaGather, DmaScatter)):
+        shape = dma_shape(ins, spec)
+        desc_ns = max(shape.descriptor_bytes, spec.dma_descriptor_knee_bytes) / shape.rate_bytes_per_ns
+        return (len(ENGINE_STREAMS) + ins.queue, KIND_DMA, 0.0, 0.0, shape.descriptors, desc_ns, shape.fixed_ns,
+                0.0, 0.0, shape.hbm_read, shape.hbm_write, shape.sbuf_read, shape.sbuf_write, 0, 0)
+    engine = ins.engine.value
+    kind = KIND_COMPUTE
+    if isinstance(ins, LoadStationary):
+        kind = KIND_LS
+    elif isinstance(ins, MultiplyMoving):
+        kind = KIND_MM
+    elif isinstance(ins, TensorTranspose):
+        kind = KIND_PE
+    cyc = compute_cycles(ins, spec)
+    ns_per_cycle = 1e9 / spec.clock_hz(engine)
+    overhead = spec.dependent_overhead_cycles
+    short = is_short(ins)
+    base = (cyc + (overhead if short else 0)) * ns_per_cycle
+    dep = 0.0 if short or ins.ENGINE is Engine.TENSOR else overhead * ns_per_cycle
+    fm, fh = flops(ins)
+    sr, sw, pr, pw = onchip_bytes(ins)
+    return (_STREAM_INDEX[engine], kind, base, dep, 0, 0.0, 0.0, fm, fh, 0, 0, sr, sw, pr, pw)

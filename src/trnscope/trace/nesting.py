@@ -1,0 +1,104 @@
+"""Nesting depth and parent of every slice within its track.
+
+Slices must already be sorted by (track, ts, longest first). For properly nested slices the depth
+of slice i is the number of earlier slices still open when it starts, which numpy computes for a
+whole track at once from sorted end times. Tracks whose slices overlap without nesting (possible
+on device lanes, or with clock skew) fail the check that every depth level is free of overlaps;
+only those are redone with a stack walk, which puts a partly overlapping slice one level deeper
+so that no two slices at the same depth ever overlap. The queries in timeindex.py rely on that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def compute_nesting(ts: np.ndarray, dur: np.ndarray, track_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(depth int32, parent int64 row or -1) for slices sorted by (track, ts, -dur)."""
+    depth = np.zeros(len(ts), dtype=np.int32)
+    parent = np.full(len(ts), -1, dtype=np.int64)
+    end = ts + dur
+    for track in range(len(track_offsets) - 1):
+        lo, hi = int(track_offsets[track]), int(track_offsets[track + 1])
+        if hi - lo < 2:
+            continue
+        t_ts, t_end, t_dur = ts[lo:hi], end[lo:hi], dur[lo:hi]
+        t_depth = _depth_if_nested(t_ts, t_end, t_dur)
+        if t_depth is None:
+            t_depth, t_parent = _stack_walk(t_ts, t_end)
+        else:
+            t_parent = _parents(t_depth)
+        depth[lo:hi] = t_depth
+        parent[lo:hi] = np.where(t_parent >= 0, t_parent + lo, -1)
+    return depth, parent
+
+
+def _depth_if_nested(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
+    n = len(ts)
+    position = np.arange(n, dtype=np.int64)
+    # Slices closed by the time slice i starts: every slice ending at or before ts[i] ...
+    closed = np.searchsorted(np.sort(end), ts, side="right")
+    # ... except zero-length slices at ts[i] sorted at or after i (they sort last among equal ts),
+    # which "end" at ts[i] without having started before it.
+    group_end = np.searchsorted(ts, ts, side="right")
+    zero_start = _first_zero_length_at_same_ts(ts, dur, group_end)
+    closed -= np.where(zero_start < group_end, group_end - np.maximum(position, zero_start), 0)
+    depth = (position - closed).astype(np.int32)
+    if not _levels_disjoint(ts, end, depth):
+        return None
+    return depth
+
+
+def _first_zero_length_at_same_ts(ts: np.ndarray, dur: np.ndarray, group_end: np.ndarray) -> np.ndarray:
+    """For each row: the first row of its equal-ts group that has zero duration (group end if none)."""
+    zero = dur == 0
+    if not zero.any():
+        return group_end
+    # Within an equal-ts group durations are sorted longest first, so zero-length rows form a
+    # suffix; the first of them is found by counting them.
+    zero_count_upto = np.concatenate(([0], np.cumsum(zero)))
+    group_start = np.searchsorted(ts, ts, side="left")
+    zeros_in_group = zero_count_upto[group_end] - zero_count_upto[group_start]
+    return group_end - zeros_in_group
+
+
+def _levels_disjoint(ts: np.ndarray, end: np.ndarray, depth: np.ndarray) -> bool:
+    if depth.min() < 0:
+        return False
+    order = np.lexsort((ts, depth))  # stable: rows of one level stay in time order
+    same_level = depth[order][1:] == depth[order][:-1]
+    return bool(np.all(~same_level | (ts[order][1:] >= end[order][:-1])))
+
+
+def _parents(depth: np.ndarray) -> np.ndarray:
+    """Parent of row i = the last earlier row one level up (exact for properly nested slices)."""
+    n = len(depth)
+    position = np.arange(n, dtype=np.int64)
+    key = depth.astype(np.int64) * n + position
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    wanted = (depth.astype(np.int64) - 1) * n + position
+    found = np.searchsorted(sorted_key, wanted, side="left") - 1
+    valid = (depth > 0) & (found >= 0)
+    candidate = order[np.clip(found, 0, n - 1)]
+    valid &= depth[candidate] == depth - 1
+    return np.where(valid, candidate, -1)
+
+
+def _stack_walk(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    depth = np.zeros(len(ts), dtype=np.int32)
+    parent = np.full(len(ts), -1, dtype=np.int64)
+    stack_rows: list[int] = []
+    stack_ends: list[int] = []
+    for row, (start, stop) in enumerate(zip(ts.tolist(), end.tolist())):
+        # Only the top of the stack is ever popped: a slice that outlives its parent keeps its
+        # level, so a later slice at that level cannot overlap it.
+        while stack_ends and stack_ends[-1] <= start:
+            stack_ends.pop()
+            stack_rows.pop()
+        depth[row] = len(stack_rows)
+        if stack_rows:
+            parent[row] = stack_rows[-1]
+        stack_rows.append(row)
+        stack_ends.append(stop)
+    return depth, parent

@@ -1,0 +1,65 @@
+"""Tracks: the lanes of a timeline. Each slice, instant and counter sample belongs to one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class TrackKind(str, Enum):
+    CPU_THREAD = "cpu_thread"  # host thread: framework ops, runtime/driver API calls, annotations
+    GPU_STREAM = "gpu_stream"  # CUDA/ROCm stream: kernels, memcpy, memset on a GPU
+    DEVICE_QUEUE = "device_queue"  # another accelerator's lane: NeuronCore engine or DMA queue, ...
+    COUNTER = "counter"  # one counter (its series are in Trace.counters)
+    OTHER = "other"  # the profiler's own spans and markers ("Spans", "Traces", global instants)
+
+
+PidLike = int | str | None
+
+
+@dataclass(frozen=True)
+class Track:
+    """One lane. ``id`` is also the track's position in display order (see ``display_key``)."""
+
+    id: int
+    kind: TrackKind
+    pid: PidLike
+    tid: PidLike  # None for counter tracks
+    name: str  # thread name, or counter name; "" when the trace names none
+    process_name: str = ""
+    process_labels: str = ""  # Kineto's process_labels, e.g. "CPU", "GPU 0"
+    process_sort_index: int | None = None  # as written in the trace (None: not given)
+    thread_sort_index: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        return f"thread {self.tid}" if self.tid is not None else f"process {self.pid}"
+
+    @property
+    def process_label(self) -> str:
+        parts = [p for p in (self.process_name, self.process_labels) if p]
+        return " ".join(parts) if parts else f"process {self.pid}"
+
+
+def _order_value(value: PidLike) -> tuple:
+    # pids and tids are ints in real traces and strings in the profiler's own lanes; ints first.
+    if isinstance(value, int):
+        return (0, value, "")
+    return (1, 0, "" if value is None else str(value))
+
+
+def display_key(track: Track) -> tuple:
+    """How tracks are ordered on screen: processes by sort index (default pid), threads inside a
+    process by sort index (default tid), counters after threads, like chrome://tracing."""
+    process_order = track.process_sort_index
+    thread_order = track.thread_sort_index
+    return (
+        (0, process_order) if process_order is not None else (1, 0),
+        _order_value(track.pid),
+        1 if track.kind is TrackKind.COUNTER else 0,
+        (0, thread_order) if thread_order is not None else (1, 0),
+        _order_value(track.tid),
+        track.name,
+    )
