@@ -105,70 +105,83 @@ class SliceIndex:
             raise ValueError(f"the window must have t1 > t0, got [{t0}, {t1})")
         span = t1 - t0
         # Bucket b is [t0 + ceil(b*span/B), t0 + ceil((b+1)*span/B)): the same split that
-        # floor((ts - t0) * B / span) makes, so both ways of bucketing below agree.
+        # floor((ts - t0) * B / span) makes, so both ways of bucketing in _level_ranges agree.
         inner_edges = t0 + (np.arange(1, buckets, dtype=np.int64) * span + buckets - 1) // buckets
-        range_lo, range_hi, range_bucket, range_level = [], [], [], []
-        straddlers: dict[int, tuple[int, int]] = {}
+        lows, highs, ids, straddlers = [], [], [], []
         for level in self.levels_of(track_ids).tolist():
-            lo, hi = int(self.level_start[level]), int(self.level_end[level])
-            first = lo + int(np.searchsorted(self.max_end[lo:hi], t0, side="right"))
-            start = lo + int(np.searchsorted(self.ts[lo:hi], t0, side="left"))
-            stop = lo + int(np.searchsorted(self.ts[lo:hi], t1, side="left"))
-            if first < start:
-                # Slices begun before the window but still running count in the first bucket.
-                begun = first + np.flatnonzero(self.end[first:start] > t0)
-                if len(begun):
-                    straddlers[len(range_lo)] = (int(begun[np.argmax(self.dur[begun])]), len(begun))
-                    if start == stop:
-                        range_lo.append(np.array([-1]))
-                        range_hi.append(np.array([-1]))
-                        range_bucket.append(np.array([0]))
-                        range_level.append(level)
-            if start == stop:
-                continue
-            count = stop - start
-            if count <= buckets:
-                bucket = (self.ts[start:stop] - t0) * buckets // span
-                cuts = np.flatnonzero(bucket[1:] != bucket[:-1]) + 1
-                lows = start + np.concatenate(([0], cuts))
-                highs = np.concatenate((lows[1:], [stop]))
-                ids = bucket[lows - start]
-            else:
-                bounds = start + np.searchsorted(self.ts[start:stop], inner_edges, side="left")
-                lows = np.concatenate(([start], bounds))
-                highs = np.concatenate((bounds, [stop]))
-                ids = np.flatnonzero(highs > lows)
-                lows, highs = lows[ids], highs[ids]
-            if straddlers.get(len(range_lo)) is not None and ids[0] != 0:
-                lows, highs, ids = (np.concatenate(([-1], a)) for a in (lows, highs, ids))
-                ids[0] = 0
-            range_lo.append(lows)
-            range_hi.append(highs)
-            range_bucket.append(ids)
-            range_level.append(level)
-        return self._representatives(range_lo, range_hi, range_bucket, straddlers)
-
-    def _representatives(self, range_lo, range_hi, range_bucket, straddlers) -> LodResult:
-        if not range_lo:
+            level_ranges = self._level_ranges(level, t0, t1, buckets, inner_edges)
+            if level_ranges is not None:
+                for column, value in zip((lows, highs, ids, straddlers), level_ranges):
+                    column.append(value)
+        if not lows:
             empty = np.zeros(0, dtype=np.int64)
             return LodResult(empty, empty, empty)
-        sizes = np.array([len(a) for a in range_lo], dtype=np.int64)
-        lows = np.concatenate(range_lo).astype(np.int64)
-        highs = np.concatenate(range_hi).astype(np.int64)
-        buckets = np.concatenate(range_bucket).astype(np.int64)
-        real = lows >= 0  # -1 marks a first bucket that holds only straddling slices
-        best = np.full(len(lows), -1, dtype=np.int64)
-        if real.any():
-            best[real] = self.argmax.query(lows[real], highs[real])
-        merged = np.where(real, highs - lows, 0)
-        group_first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        for group, (straddler, count) in straddlers.items():
-            at = group_first[group]
-            current = best[at]
-            if current < 0 or self.dur[straddler] > self.dur[current]:
-                best[at] = straddler
-            merged[at] += count
-        return LodResult(self.rows[best], merged, buckets)
+        return self._representatives(lows, highs, ids, straddlers)
+
+    def _level_ranges(self, level: int, t0: int, t1: int, buckets: int, inner_edges: np.ndarray):
+        """(lows, highs, bucket ids, straddler) for one level: per non-empty bucket the position
+        range of slices starting in it, and the longest slice begun before t0 but still running
+        (with how many such slices there are), which belongs to bucket 0. None if nothing shows."""
+        lo, hi = int(self.level_start[level]), int(self.level_end[level])
+        first = lo + int(np.searchsorted(self.max_end[lo:hi], t0, side="right"))
+        start = lo + int(np.searchsorted(self.ts[lo:hi], t0, side="left"))
+        stop = lo + int(np.searchsorted(self.ts[lo:hi], t1, side="left"))
+        straddler = None
+        if first < start:
+            begun = first + np.flatnonzero(self.end[first:start] > t0)
+            if len(begun):
+                straddler = (int(begun[np.argmax(self.dur[begun])]), len(begun))
+        if start == stop:
+            if straddler is None:
+                return None
+            none = np.zeros(0, dtype=np.int64)
+            return none, none, none, straddler
+        if stop - start <= buckets:
+            # Few slices: bucket each one directly (cost proportional to the slices shown).
+            bucket = (self.ts[start:stop] - t0) * buckets // (t1 - t0)
+            cuts = np.flatnonzero(bucket[1:] != bucket[:-1]) + 1
+            lows = start + np.concatenate(([0], cuts))
+            highs = np.concatenate((lows[1:], [stop]))
+            return lows, highs, bucket[lows - start], straddler
+        # Many slices: binary-search the bucket edges (cost proportional to the pixel width).
+        bounds = start + np.searchsorted(self.ts[start:stop], inner_edges, side="left")
+        lows = np.concatenate(([start], bounds))
+        highs = np.concatenate((bounds, [stop]))
+        ids = np.flatnonzero(highs > lows)
+        return lows[ids], highs[ids], ids, straddler
+
+    def _representatives(self, lows, highs, ids, straddlers) -> LodResult:
+        sizes = np.array([len(a) for a in lows], dtype=np.int64)
+        lows, highs, ids = (np.concatenate(a).astype(np.int64) for a in (lows, highs, ids))
+        best = self.argmax.query(lows, highs) if len(lows) else np.zeros(0, np.int64)
+        merged = highs - lows
+        extra_rows, extra_merged, extra_ids = [], [], []
+        level_first = np.cumsum(sizes) - sizes
+        for level_index, straddler in enumerate(straddlers):
+            if straddler is None:
+                continue
+            position, count = straddler
+            at = level_first[level_index]
+            if sizes[level_index] and ids[at] == 0:
+                if self.dur[position] > self.dur[best[at]]:
+                    best[at] = position
+                merged[at] += count
+            else:
+                extra_rows.append(position)
+                extra_merged.append(count)
+                extra_ids.append(level_index)
+        rows = self.rows[best]
+        if extra_rows:
+            # Levels whose only visible slice began before the window: add it as bucket 0 and
+            # restore (level, bucket) order with one stable sort.
+            level_of = np.repeat(np.arange(len(sizes)), sizes)
+            rows = np.concatenate((rows, self.rows[np.array(extra_rows, np.int64)]))
+            merged = np.concatenate((merged, np.array(extra_merged, np.int64)))
+            level_of = np.concatenate((level_of, np.array(extra_ids, np.int64)))
+            ids = np.concatenate((ids, np.zeros(len(extra_rows), np.int64)))
+            order = np.lexsort((ids, level_of))
+            rows, merged, ids = rows[order], merged[order], ids[order]
+        return LodResult(rows, merged, ids)
 
 
 def _expand_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
