@@ -59,7 +59,9 @@ def compute_cycles(ins: Instruction, spec: HardwareSpec) -> float:
 
     inp = ins.main_input()
     n = inp.free_size if inp is not None else ins.writes()[0].free_size
-    aps = (*ins.reads(), *ins.writes())
+    # per-partition scalar operands ([P, 1] scale/bias/scalar vectors) are read once per partition:
+    # the streamed tiles decide the engine's mode
+    aps = tuple(ap for ap in (*ins.reads(), *ins.writes()) if ap is inp or ap.free_size > 1 or ap in ins.writes())
     all_sbuf = all(ap.space is Space.SBUF for ap in aps)
     half = all(ap.dtype.is_half for ap in aps)
     contiguous = all(ap.contiguous_run() == ap.free_size for ap in aps)

@@ -1,0 +1,145 @@
+"""Lowering of one framework op call to a Program: the registry every kernel registers into.
+
+A lowering receives an :class:`OpCall` (the op's name, the metadata of its tensor inputs and
+outputs, its non-tensor attributes) and emits instructions through a :class:`KernelBuilder` whose
+HBM tensors are already bound: ``ctx.inputs[i]`` / ``ctx.outputs[i]`` are HBM tensor indices (None
+for non-tensor arguments). Programs are cached by the call's key, so an op seen before with the
+same shapes, strides and dtypes costs one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..hw import HardwareSpec, get_spec
+from ..isa import Program
+from .builder import KernelBuilder
+from .meta import TensorMeta
+
+
+@dataclass(frozen=True)
+class OpCall:
+    name: str
+    inputs: tuple[TensorMeta | None, ...]
+    outputs: tuple[TensorMeta, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    @staticmethod
+    def make(name: str, inputs, outputs, attrs: dict | None = None) -> "OpCall":
+        """An OpCall with hashable attributes (lists become tuples)."""
+        return OpCall(name, tuple(inputs), tuple(outputs),
+                      tuple(sorted((k, _freeze(v)) for k, v in (attrs or {}).items())))
+
+    def attr(self, name: str, default=None):
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+    def key(self) -> tuple:
+        return (self.name, tuple(m.key() if m is not None else None for m in self.inputs),
+                tuple(m.key() for m in self.outputs), self.attrs)
+
+
+@dataclass
+class LoweringContext:
+    call: OpCall
+    kb: KernelBuilder
+    inputs: list[int | None]
+    outputs: list[int]
+    label: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def spec(self) -> HardwareSpec:
+        return self.kb.spec
+
+    @property
+    def program(self) -> Program:
+        return self.kb.p
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+Lowering = Callable[[LoweringContext], None]
+_REGISTRY: dict[str, Lowering] = {}
+_CACHE: "OrderedDict[tuple, Program]" = OrderedDict()
+CACHE_SIZE = 8192
+
+
+class NoLowering(LookupError):
+    """The op has no device kernel (the device layer falls back to CPU)."""
+
+
+def lowering(*names: str) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        for n in names:
+            _REGISTRY[n] = fn
+        return fn
+    return register
+
+
+def has_lowering(name: str) -> bool:
+    _load_kernels()
+    return name in _REGISTRY
+
+
+def registered() -> list[str]:
+    _load_kernels()
+    return sorted(_REGISTRY)
+
+
+def lower(call: OpCall, spec: HardwareSpec | None = None) -> Program:
+    """The Program for ``call`` (cached). Raises :class:`NoLowering` if no kernel handles it."""
+    spec = spec or get_spec()
+    key = (call.key(), spec.name)
+    prog = _CACHE.get(key)
+    if prog is not None:
+        _CACHE.move_to_end(key)
+        return prog
+    _load_kernels()
+    fn = _REGISTRY.get(call.name)
+    if fn is None:
+        raise NoLowering(call.name)
+    prog = build(call, fn, spec)
+    _CACHE[key] = prog
+    if len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return prog
+
+
+def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
+    short = call.name.replace("aten::", "")
+    shapes = "_".join("x".join(map(str, m.shape)) or "s" for m in call.inputs if m is not None)
+    prog = Program(f"{short}_{shapes}"[:200], target=spec.name)
+    inputs = [m.bind(prog, f"in{i}", "input") if m is not None else None for i, m in enumerate(call.inputs)]
+    outputs = [m.bind(prog, f"out{i}", "output") for i, m in enumerate(call.outputs)]
+    ctx = LoweringContext(call, KernelBuilder(prog, spec), inputs, outputs, call.name)
+    with prog.origin(call.name):
+        fn(ctx)
+    prog.meta["sbuf_peak_bytes"] = ctx.kb.sbuf_peak_bytes
+    prog.meta["psum_peak_bytes"] = ctx.kb.psum_peak_bytes
+    return prog
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+_loaded = False
+
+
+def _load_kernels() -> None:
+    """Import the kernel library once (each module registers its lowerings)."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import kernels  # noqa: F401
