@@ -52,6 +52,7 @@ def emit_reduce(ctx: LoweringContext, alu: Alu, mean: bool) -> None:
     nrows, pstride_x, pstride_o = kshape[-1], kx[-1], ko[-1]
     inner_len, inner_stride = rshape[-1], rx[-1]
     outer_r = list(itertools.product(*(range(s) for s in rshape[:-1])))
+    held: list = []
     for oidx in outer_k:
         base_x = x.offset + sum(i * s for i, s in zip(oidx, kx[:-1]))
         base_o = out.offset + sum(i * s for i, s in zip(oidx, ko[:-1]))
@@ -74,7 +75,9 @@ def emit_reduce(ctx: LoweringContext, alu: Alu, mean: bool) -> None:
                         kb.emit(TensorReduce(alu=alu, inp=t, out=part))
                         kb.emit(TensorTensor(alu=alu, in0=acc, in1=part, out=acc))
                         kb.release(part)
-                    kb.release(t)
+                    # release one load late so the next DMA fills other bytes (double buffering)
+                    kb.release(*held)
+                    held = [t]
             res = kb.tile(rows, (1,), out.dtype)
             if scale is not None:
                 kb.emit(TensorScalar(inp=acc, out=res, alu0=Alu.MULTIPLY, scalar0=scale))
@@ -82,6 +85,7 @@ def emit_reduce(ctx: LoweringContext, alu: Alu, mean: bool) -> None:
                 kb.copy(acc, res)
             kb.dma(q_out, res, hbm(ctx.outputs[0], rows, pstride_o, [(1, 1)], out.dtype, offset=base_o + r0 * pstride_o))
             kb.release(acc, res)
+    kb.release(*held)
 
 
 def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int, q_in, q_out) -> None:

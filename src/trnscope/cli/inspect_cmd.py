@@ -1,0 +1,51 @@
+"""``trnscope inspect FILE``: what a .neff holds, and its simulated timeline summary."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..isa import NeffFormatError, neff
+from ..sim import simulate
+
+
+class InspectCommand:
+    name = "inspect"
+    help = "show a NEFF's header, tensors, instruction mix and simulated time"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", type=Path)
+
+    def run(self, args: argparse.Namespace, console: Console) -> int:
+        path: Path = args.file
+        if path.suffix != ".neff":
+            raise ValueError(f"{path}: inspect reads .neff files")
+        try:
+            prog = neff.load(path)
+            header = neff.read_header(path.read_bytes())
+        except NeffFormatError as exc:
+            raise ValueError(str(exc)) from None
+        console.print(f"[bold]{header['name']}[/]  neff_{header['neff_id']}  target {header['target']}  "
+                      f"sha256 {header['hash'][:16]}...")
+        t = Table(title="HBM tensors")
+        for c in ("name", "kind", "shape", "dtype"):
+            t.add_column(c)
+        for d in prog.tensors:
+            t.add_row(d.name, d.kind, str(list(d.shape)), d.dtype.value)
+        console.print(t)
+        mix = Counter((ins.engine.value, ins.OPCODE) for ins in prog.instructions)
+        t = Table(title=f"{len(prog)} instructions")
+        for c in ("engine", "opcode", "count"):
+            t.add_column(c)
+        for (eng, op), n in sorted(mix.items()):
+            t.add_row(eng, op, str(n))
+        console.print(t)
+        tl = simulate(prog)
+        s = tl.summary
+        console.print(f"simulated: {s['total_time_ns'] / 1e3:,.2f} us, bottleneck {s['bottleneck']}, "
+                      f"MFU {s['mfu_estimated_percent']:.1f}%, MBU {s['mbu_estimated_percent']:.1f}%")
+        return 0
