@@ -1,0 +1,150 @@
+"""The Neuron runtime of one emulated NeuronCore: NEFF cache, execution queue and the event record.
+
+Every device dispatch goes through :meth:`NeuronCoreRuntime.execute`: the op is lowered to a
+Program (a NEFF, cached by op/shape/dtype key; a miss is a real compile and costs host time as it
+does on Neuron), its device time comes from the simulator (cached per NEFF), and its numerics are
+computed by a callback (on the host: emulation work, cut from the clock). Execution is
+asynchronous: the host returns after submitting; the device starts the NEFF at
+max(submit + launch latency, device free) and runs for its simulated time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..compiler import NoLowering, OpCall, lower
+from ..hw import HardwareSpec, get_spec
+from ..isa import Program, neff
+from ..sim import DeviceTimeline, simulate
+from .clock import EmulatedClock
+
+_seq = itertools.count(1)
+
+
+@dataclass
+class Execution:
+    """One thing the runtime did for the framework, on the emulated clock (ns)."""
+    seq: int
+    kind: str                 # "kernel" | "fallback" | "h2d" | "d2h"
+    op: str                   # framework op, e.g. aten::mul.Tensor
+    device: int
+    thread: int
+    host_start_ns: int        # the runtime call began (after the dispatcher reached the device)
+    host_end_ns: int          # the host returned to the caller
+    device_start_ns: int = 0
+    device_end_ns: int = 0
+    neff_id: int = 0
+    neff_name: str = ""
+    compile_ns: int = 0       # > 0 when this call compiled the NEFF (cache miss)
+    bytes: int = 0
+    queue_wait_ns: int = 0    # device busy with earlier work after the launch latency
+    timeline: DeviceTimeline | None = field(default=None, repr=False)
+    program: Program | None = field(default=None, repr=False)
+
+
+class NeuronCoreRuntime:
+    def __init__(self, index: int, clock: EmulatedClock, spec: HardwareSpec | None = None):
+        self.index = index
+        self.clock = clock
+        self.spec = spec or get_spec()
+        self.device_free_ns = 0
+        self.records: list[Execution] = []
+        self.recording = False
+        self.neffs_compiled = 0
+        self.cache_hits = 0
+        self.dispatches = 0
+        self._lock = threading.Lock()
+        self._known: set[int] = set()
+        self.neff_cache_dir: Path | None = None
+
+    # --- kernels --------------------------------------------------------------------------------
+    def execute(self, call: OpCall, compute: Callable[[], object] | None = None):
+        """Dispatch ``call`` to the device. Returns what ``compute`` returns (the op's host result).
+
+        Raises :class:`NoLowering` when the op has no kernel (the caller falls back to CPU).
+        """
+        host_start = self.clock.now()
+        t0 = time.perf_counter_ns()
+        program = lower(call, self.spec)  # a cache miss compiles: real host work, like neuronx-cc
+        compiled_ns = time.perf_counter_ns() - t0
+        with self.clock.emulation():
+            tl = simulate(program, self.spec)
+            result = compute() if compute is not None else None
+            self._persist(program)
+        submit = self.clock.now()
+        with self._lock:
+            nid = program.neff_id
+            first = nid not in self._known
+            self._known.add(nid)
+            if first:
+                self.neffs_compiled += 1
+            else:
+                self.cache_hits += 1
+            self.dispatches += 1
+            ready = submit + int(self.spec.neff_launch_latency_ns)
+            start = max(ready, self.device_free_ns)
+            end = start + int(round(tl.total_ns))
+            self.device_free_ns = end
+            if self.recording:
+                self.records.append(Execution(
+                    next(_seq), "kernel", call.name, self.index, threading.get_ident(), host_start,
+                    self.clock.now(), start, end, nid, program.name, compiled_ns if first else 0,
+                    queue_wait_ns=start - ready, timeline=tl, program=program))
+        return result
+
+    def fallback(self, op: str, compute: Callable[[], object]):
+        """An op with no device kernel runs on the CPU: real host time, no device time."""
+        host_start = self.clock.now()
+        result = compute()
+        if self.recording:
+            self.records.append(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(),
+                                          host_start, self.clock.now()))
+        return result
+
+    # --- copies ---------------------------------------------------------------------------------
+    def copy(self, direction: str, nbytes: int, compute: Callable[[], object] | None = None, op: str = ""):
+        """A host<->device copy: stream-ordered after earlier work; the host waits for it."""
+        host_start = self.clock.now()
+        with self.clock.emulation():
+            result = compute() if compute is not None else None
+        with self._lock:
+            now = self.clock.now()
+            start = max(now, self.device_free_ns)
+            dur = int(self.spec.host_transfer_fixed_ns + nbytes / self.spec.host_device_bytes_per_s * 1e9)
+            end = start + dur
+            self.device_free_ns = end
+        self.clock.wait_until(end)
+        if self.recording:
+            self.records.append(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
+                                          threading.get_ident(), host_start, self.clock.now(), start, end,
+                                          bytes=nbytes))
+        return result
+
+    def synchronize(self) -> int:
+        """Block the host until the device is idle; returns the emulated ns waited."""
+        return self.clock.wait_until(self.device_free_ns)
+
+    def in_flight(self) -> bool:
+        return self.device_free_ns > self.clock.now()
+
+    # --- NEFF files ---------------------------------------------------------------------------------
+    def _persist(self, program: Program) -> None:
+        if self.neff_cache_dir is None:
+            return
+        path = self.neff_cache_dir / f"neff_{program.neff_id}.neff"
+        if not path.exists():
+            self.neff_cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            neff.save(program, tmp)
+            tmp.replace(path)
+
+    def stats(self) -> dict:
+        return {"neffs_compiled": self.neffs_compiled, "cache_hits": self.cache_hits, "dispatches": self.dispatches}
+
+
+__all__ = ["Execution", "NeuronCoreRuntime", "NoLowering"]
