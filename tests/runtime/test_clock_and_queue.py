@@ -1,0 +1,98 @@
+import time
+
+import pytest
+
+from trnscope import hw
+from trnscope.compiler import OpCall, TensorMeta
+from trnscope.runtime import EmulatedClock, NeuronCoreRuntime
+
+
+def test_emulator_work_does_not_advance_the_clock():
+    c = EmulatedClock()
+    t0 = c.now()
+    with c.emulation():
+        time.sleep(0.02)
+    assert c.now() - t0 < 5_000_000  # the 20 ms of "emulation" are cut out
+    assert c.in_cut(c.cuts[-1][0] + 1)
+
+
+def test_wait_until_advances_emulated_time_without_sleeping():
+    c = EmulatedClock()
+    target = c.now() + 50_000_000
+    real0 = time.perf_counter()
+    waited = c.wait_until(target)
+    assert time.perf_counter() - real0 < 0.01
+    assert waited > 49_000_000 and c.now() >= target
+    assert c.wait_until(target) == 0  # already there
+
+
+def test_real_timestamps_map_onto_emulated_time():
+    c = EmulatedClock()
+    before = time.perf_counter_ns()
+    with c.emulation():
+        inside = time.perf_counter_ns()
+        time.sleep(0.01)
+    after = time.perf_counter_ns()
+    # inside the cut, emulated time stands still at the cut's start
+    assert c.to_emulated(inside) == c.to_emulated(c.cuts[-1][0])
+    # across the cut, emulated time advanced by (after - before) minus the cut
+    cut = c.cuts[-1][1] - c.cuts[-1][0]
+    assert c.to_emulated(after) - c.to_emulated(before) == pytest.approx((after - before) - cut, abs=1000)
+
+
+def _rt():
+    rt = NeuronCoreRuntime(0, EmulatedClock(), hw.TRN2)
+    rt.recording = True
+    return rt
+
+
+def test_execution_is_asynchronous_and_starts_after_launch_latency():
+    rt = _rt()
+    x = TensorMeta.contiguous((2048, 2048), "float32")
+    call = OpCall.make("aten::exp", (x,), (x,))
+    for _ in range(4):
+        rt.execute(call)
+    a, b, c, d = rt.records
+    assert a.device_start_ns >= a.host_end_ns + hw.TRN2.neff_launch_latency_ns - 1_000_000
+    # back-to-back: each starts when the previous ends (host ran ahead)
+    assert b.device_start_ns == a.device_end_ns and d.device_start_ns == c.device_end_ns
+    assert d.host_end_ns < d.device_end_ns  # the host returned before the device finished
+    assert rt.in_flight()
+    rt.synchronize()
+    assert not rt.in_flight()
+    assert rt.stats() == {"neffs_compiled": 1, "cache_hits": 3, "dispatches": 4}
+    assert a.compile_ns > 0 and b.compile_ns == 0
+
+
+def test_device_time_grows_with_size_host_time_does_not():
+    rt = _rt()
+    small = TensorMeta.contiguous((1024,), "float32")
+    large = TensorMeta.contiguous((4096, 4096), "float32")
+    for meta in (small, large):
+        rt.execute(OpCall.make("aten::exp", (meta,), (meta,)))  # warm the NEFF cache
+    rt.records.clear()
+
+    def heavy_numerics():
+        time.sleep(0.005)  # stands in for computing a big tensor on the host
+
+    for meta in (small, large) * 3:
+        rt.execute(OpCall.make("aten::exp", (meta,), (meta,)), heavy_numerics)
+    small_recs, large_recs = rt.records[0::2], rt.records[1::2]
+    dev_small = min(r.device_end_ns - r.device_start_ns for r in small_recs)
+    dev_large = min(r.device_end_ns - r.device_start_ns for r in large_recs)
+    assert dev_large > 50 * dev_small
+    host_small = min(r.host_end_ns - r.host_start_ns for r in small_recs)
+    host_large = min(r.host_end_ns - r.host_start_ns for r in large_recs)
+    assert host_large < 1_000_000 and host_small < 1_000_000  # the 5 ms of numerics are not host time
+
+
+def test_host_to_device_copy_blocks_and_orders_after_kernels():
+    rt = _rt()
+    x = TensorMeta.contiguous((2048, 2048), "float32")
+    rt.execute(OpCall.make("aten::exp", (x,), (x,)))
+    rt.copy("d2h", 16 * 2**20)
+    k, cp = rt.records
+    assert cp.device_start_ns >= k.device_end_ns
+    expected = hw.TRN2.host_transfer_fixed_ns + 16 * 2**20 / hw.TRN2.host_device_bytes_per_s * 1e9
+    assert cp.device_end_ns - cp.device_start_ns == pytest.approx(expected, rel=1e-6)
+    assert rt.clock.now() >= cp.device_end_ns
