@@ -129,14 +129,15 @@ class KernelBuilder:
         for r in self._regions[space]:
             if r.start < end and start < r.end:
                 region.absorb(r)
-            else:
-                kept.append(r)
+                if start <= r.start and r.end <= end:
+                    continue  # fully covered: the new region carries its history
+            kept.append(r)  # partly covered regions stay, for later users of their other bytes
         kept.append(region)
         self._regions[space] = kept
         return region
 
     def _region(self, ap: AP) -> _Region:
-        for r in self._regions[ap.space]:
+        for r in reversed(self._regions[ap.space]):  # the newest region owns overlapping bytes
             if r.start <= ap.offset < r.end:
                 return r
         return self._new_region(ap.space, ap.offset, ap.offset + ap.extent_bytes())

@@ -1,0 +1,100 @@
+"""Build an :class:`OpCall` from a real ATen call: the one convention every lowering relies on.
+
+- ``name``: ``aten::<op>`` plus ``.<overload>`` unless the overload is ``default``.
+- ``inputs``: the call's tensor arguments in schema order (a Tensor[] argument contributes each of
+  its tensors); an absent optional tensor and a wrapped Python number (a 0-dim CPU tensor such as
+  the ``1.0`` in ``x + 1.0``) contribute ``None``.
+- ``attrs``: every non-tensor argument by its schema name (defaults filled in), wrapped numbers by
+  name as Python scalars, and ``<name>_count`` for each Tensor[] argument.
+- ``outputs``: the tensors the op returns (for in-place and out= ops, the tensor it writes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..isa import DType
+from .lowering import OpCall
+from .meta import TensorMeta
+
+_TORCH_DTYPES = {
+    torch.float32: DType.float32, torch.bfloat16: DType.bfloat16, torch.float16: DType.float16,
+    torch.int32: DType.int32, torch.int64: DType.int64, torch.int16: DType.int16, torch.int8: DType.int8,
+    torch.uint8: DType.uint8, torch.bool: DType.bool_, torch.float8_e4m3fn: DType.float8_e4m3,
+}
+
+
+class UnsupportedDtype(TypeError):
+    pass
+
+
+def device_dtype(dtype: torch.dtype) -> DType:
+    try:
+        return _TORCH_DTYPES[dtype]
+    except KeyError:
+        raise UnsupportedDtype(f"dtype {dtype} has no NeuronCore equivalent") from None
+
+
+def meta_of(t: torch.Tensor) -> TensorMeta:
+    return TensorMeta(tuple(t.shape), tuple(t.stride()), device_dtype(t.dtype), t.storage_offset())
+
+
+def op_name(op: torch._ops.OpOverload) -> str:
+    schema = op._schema
+    return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+
+
+def _is_wrapped_number(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu" and \
+        torch._C._is_wrapped_number(v) if hasattr(torch._C, "_is_wrapped_number") else False
+
+
+def from_aten(op: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs) -> OpCall:
+    schema = op._schema
+    inputs: list[TensorMeta | None] = []
+    attrs: dict[str, Any] = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(args):
+            v = args[i]
+        elif arg.name in kwargs:
+            v = kwargs[arg.name]
+        elif arg.has_default_value():
+            v = arg.default_value
+        else:
+            v = None
+        if isinstance(v, torch.Tensor):
+            if v.dim() == 0 and v.device.type == "cpu" and not _is_device(v):
+                inputs.append(None)
+                attrs[arg.name] = v.item()
+            else:
+                inputs.append(meta_of(v))
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) or x is None for x in v):
+            attrs[f"{arg.name}_count"] = len(v)
+            inputs.extend(meta_of(x) if x is not None else None for x in v)
+        else:
+            if _is_tensor_type(arg):
+                inputs.append(None)
+            attrs[arg.name] = _plain(v)
+    outs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
+    out_metas = tuple(meta_of(o) for o in outs if isinstance(o, torch.Tensor))
+    return OpCall.make(op_name(op), inputs, out_metas, attrs)
+
+
+def _is_device(t: torch.Tensor) -> bool:
+    return t.device.type != "cpu"
+
+
+def _is_tensor_type(arg) -> bool:
+    return "Tensor" in str(arg.type)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, torch.dtype):
+        return str(v).replace("torch.", "")
+    if isinstance(v, (torch.device, torch.layout, torch.memory_format)):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return tuple(_plain(x) for x in v)
+    return v
