@@ -1,0 +1,489 @@
+"""Compile an ATen-level FX graph (what AOTAutograd hands a backend) into ONE Program.
+
+Element-wise ops and last-dim reductions that share a row space [R rows x H] fuse into one tile
+loop: per 128-row tile the group's inputs are loaded once, every intermediate stays in SBUF, and
+only values needed outside the group are stored. A fusion group picks instructions the way a
+kernel writer would: full x row-vector products become tensor_scalar with a per-partition operand
+(VectorE 4x mode in BF16), a square feeding a sum/mean becomes one ScalarE activation with
+add-accumulation, constant scalings fold into the activation's scale. Matmuls and every other op
+reuse the eager kernel library, emitted into the same Program with HBM scratch tensors between
+them. Views cost nothing: they are new access patterns over the same HBM bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from math import prod
+
+import torch
+import torch.fx as fx
+
+from ..hw import HardwareSpec, get_spec
+from ..isa import AP, Act, Activation, Alu, DType, Program, TensorReduce, TensorScalar, TensorTensor, hbm
+from .builder import KernelBuilder
+from .kernels.elementwise import BINARY_ALU, UNARY_ACT
+from .lowering import LoweringContext, NoLowering, OpCall, _REGISTRY, _load_kernels
+from .meta import TensorMeta
+from .opcall import device_dtype, from_aten, meta_of, op_name
+from .tiling import P
+
+aten = torch.ops.aten
+
+VIEW_OPS = {
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
+    aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.expand.default, aten.t.default,
+    aten.transpose.int, aten.permute.default, aten.slice.Tensor, aten.select.int, aten.alias.default,
+    aten.detach.default, aten.as_strided.default,
+}
+ROW_REDUCE = {aten.sum.dim_IntList: Alu.ADD, aten.mean.dim: Alu.ADD, aten.amax.default: Alu.MAX,
+              aten.amin.default: Alu.MIN}
+MAX_FUSED_H = 8192
+
+
+class GraphCompileError(RuntimeError):
+    pass
+
+
+@dataclass
+class Value:
+    """Where a graph value lives: an HBM tensor of the Program and its view metadata."""
+    hbm: int
+    meta: TensorMeta
+
+
+@dataclass
+class Group:
+    rows: int
+    h: int
+    nodes: list[fx.Node] = field(default_factory=list)
+
+
+@dataclass
+class CompiledGraph:
+    program: Program
+    inputs: list[int]          # placeholder index -> HBM tensor (-1 if unused)
+    outputs: list[int]         # output position -> HBM tensor
+    kernels: int               # fusion groups + standalone kernels inside the one Program
+    fused_ops: int             # ATen ops absorbed into fusion groups
+
+
+def _val(node) -> torch.Tensor | None:
+    v = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def _row_space(t: torch.Tensor) -> tuple[int, int]:
+    if t.dim() == 0:
+        return 1, 1
+    return prod(t.shape[:-1]), t.shape[-1]
+
+
+class GraphCompiler:
+    def __init__(self, gm: fx.GraphModule, spec: HardwareSpec | None = None, name: str = "graph"):
+        _load_kernels()
+        self.gm = gm
+        self.spec = spec or get_spec()
+        self.program = Program(name, target=self.spec.name)
+        self.kb = KernelBuilder(self.program, self.spec)
+        self.values: dict[fx.Node, Value] = {}
+        self.scalars: dict[fx.Node, float] = {}
+        self.kernels = 0
+        self.fused = 0
+
+    # --- entry --------------------------------------------------------------------------------------
+    def compile(self) -> CompiledGraph:
+        nodes = list(self.gm.graph.nodes)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        inputs = []
+        for i, n in enumerate(placeholders):
+            v = _val(n)
+            if v is None:
+                inputs.append(-1)
+                continue
+            meta = meta_of(v)
+            base = TensorMeta(meta.shape, meta.stride, meta.dtype, 0)
+            idx = base.bind(self.program, f"in{i}", "input")
+            self.values[n] = Value(idx, base)
+            inputs.append(idx)
+        output_node = next(n for n in nodes if n.op == "output")
+        out_args = [a for a in _flatten(output_node.args[0])]
+        self._outputs_set = {a for a in out_args if isinstance(a, fx.Node)}
+        self._users_outside: dict[fx.Node, int] = {}
+        body = [n for n in nodes if n.op == "call_function"]
+        for group in self._partition(body):
+            if isinstance(group, Group):
+                self._emit_group(group)
+            else:
+                self._emit_node(group)
+        outputs = []
+        for i, a in enumerate(out_args):
+            if not isinstance(a, fx.Node) or a not in self.values:
+                outputs.append(-1)
+                continue
+            outputs.append(self._as_output(a, i))
+        self.program.meta.update({"kernels": self.kernels, "fused_ops": self.fused,
+                                  "sbuf_peak_bytes": self.kb.sbuf_peak_bytes})
+        return CompiledGraph(self.program, inputs, outputs, self.kernels, self.fused)
+
+    # --- partitioning ---------------------------------------------------------------------------------
+    def _fusable(self, n: fx.Node) -> tuple[int, int] | None:
+        v = _val(n)
+        if v is None or not v.dtype.is_floating_point or v.numel() == 0:
+            return None
+        name = n.target
+        if name in ROW_REDUCE:
+            src = _val(n.args[0])
+            dims = n.args[1] if len(n.args) > 1 else None
+            keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+            if src is None or not dims or len(dims) != 1 or dims[0] % src.dim() != src.dim() - 1 or not keep:
+                return None
+            return _row_space(src)
+        if _elementwise_kind(n) is None:
+            return None
+        rows, h = _row_space(v)
+        return (rows, h) if h <= MAX_FUSED_H else None
+
+    def _partition(self, body: list[fx.Node]):
+        out: list = []
+        current: Group | None = None
+        for n in body:
+            if n.target in VIEW_OPS or n.target is operator.getitem:
+                if current:
+                    out.append(current)
+                    current = None
+                out.append(n)
+                continue
+            space = self._fusable(n)
+            if space is not None and current is not None and self._fits(n, space, current):
+                current.nodes.append(n)
+                continue
+            if current:
+                out.append(current)
+                current = None
+            if space is not None:
+                current = Group(space[0], space[1], [n])
+            else:
+                out.append(n)
+        if current:
+            out.append(current)
+        return out
+
+    def _fits(self, n: fx.Node, space: tuple[int, int], g: Group) -> bool:
+        """Same rows and either the same width or a row vector ([rows, 1]) riding along."""
+        rows, h = space
+        if rows != g.rows or (h != g.h and h != 1):
+            return False
+        return self._compatible(n, g)
+
+    def _compatible(self, n: fx.Node, g: Group) -> bool:
+        for a in n.args:
+            if isinstance(a, fx.Node) and a not in g.nodes and _val(a) is not None:
+                if self._role(_val(a), g) is None:
+                    return False
+        return True
+
+    def _role(self, t: torch.Tensor, g: Group) -> str | None:
+        """How an outside tensor enters a group's [rows x h] tile: full, row vector, weight row, scalar."""
+        shape = tuple(t.shape)
+        if t.numel() == 1:
+            return "scalar"
+        if prod(shape[:-1]) == g.rows and shape[-1] == g.h:
+            return "full"
+        if shape[-1] == 1 and prod(shape[:-1]) == g.rows:
+            return "rowvec"
+        if t.numel() == g.h and shape[-1] == g.h:
+            return "weight"
+        return None
+
+    # --- fused groups ------------------------------------------------------------------------------------
+    def _emit_group(self, g: Group) -> None:
+        kb = self.kb
+        members = set(g.nodes)
+        self.kernels += 1
+        self.fused += len(g.nodes)
+        needed = [n for n in g.nodes if n in self._outputs_set or any(u not in members for u in n.users)]
+        externals: list[fx.Node] = []
+        for n in g.nodes:
+            for a in n.args:
+                if isinstance(a, fx.Node) and a not in members and a not in externals and _val(a) is not None:
+                    externals.append(a)
+        for n in needed:
+            v = _val(n)
+            meta = TensorMeta.contiguous(tuple(v.shape), device_dtype(v.dtype))
+            self.values[n] = Value(meta.bind(self.program, f"t_{n.name}", "scratch"), meta)
+        queues = [kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO1", "input")]
+        q_out = kb.queue("qSyncIO2", "output")
+        weights: dict[fx.Node, AP] = {}
+        held: list[AP] = []
+        squares = self._square_feeding_reduce(g)
+        for r0 in range(0, g.rows, P):
+            rows = min(P, g.rows - r0)
+            tiles: dict[fx.Node, AP] = {}
+            fresh: list[AP] = []
+            for k, a in enumerate(externals):
+                role = self._role(_val(a), g)
+                val = self._materialized(a)
+                if role == "weight":
+                    if a not in weights:
+                        w = kb.tile(P, (g.h,), val.meta.dtype)
+                        kb.dma(queues[1], hbm(val.hbm, min(P, g.rows), 0, [(val.meta.stride[-1], g.h)],
+                                              val.meta.dtype, offset=val.meta.offset), w.rows(0, min(P, g.rows)))
+                        weights[a] = w
+                    tiles[a] = weights[a].rows(0, rows)
+                    continue
+                if role == "scalar":
+                    t = kb.tile(rows, (1,), val.meta.dtype)
+                    kb.dma(queues[k % 2], hbm(val.hbm, rows, 0, [(1, 1)], val.meta.dtype, offset=val.meta.offset), t)
+                    tiles[a] = t
+                    fresh.append(t)
+                    continue
+                cols = g.h if role == "full" else 1
+                pstride, cstride = _row_strides(val.meta, g)
+                t = kb.tile(rows, (cols,), val.meta.dtype)
+                kb.dma(queues[k % 2], hbm(val.hbm, rows, pstride, [(cstride, cols)], val.meta.dtype,
+                                          offset=val.meta.offset + r0 * pstride), t)
+                tiles[a] = t
+                fresh.append(t)
+            for n in g.nodes:
+                if n in squares:
+                    continue  # folded into the reduction that consumes it
+                out = self._emit_member(n, g, rows, tiles, squares)
+                tiles[n] = out
+                fresh.append(out)
+                if n in needed:
+                    val = self.values[n]
+                    cols = out.free_size
+                    kb.dma(q_out, out, hbm(val.hbm, rows, cols if cols > 1 else 1, [(1, cols)], val.meta.dtype,
+                                           offset=r0 * (cols if cols > 1 else 1)))
+            kb.release(*held)
+            held = fresh
+        kb.release(*held, *weights.values())
+
+    def _square_feeding_reduce(self, g: Group) -> set[fx.Node]:
+        """Squares whose only user is a sum/mean of the group: one ACTIVATE(square, accumulate) does both."""
+        out = set()
+        for n in g.nodes:
+            if n.target in (aten.sum.dim_IntList, aten.mean.dim):
+                src = n.args[0]
+                if isinstance(src, fx.Node) and src in g.nodes and len(src.users) == 1 and \
+                        src not in self._outputs_set and _is_square(src):
+                    out.add(src)
+        return out
+
+    def _emit_member(self, n: fx.Node, g: Group, rows: int, tiles: dict, squares: set) -> AP:
+        kb = self.kb
+        v = _val(n)
+        dt = device_dtype(v.dtype)
+        if n.target in ROW_REDUCE:
+            src = n.args[0]
+            alu = ROW_REDUCE[n.target]
+            mean = n.target is aten.mean.dim
+            out = kb.tile(rows, (1,), dt)
+            if src in squares:
+                base = tiles[src.args[0]]
+                junk = kb.tile(rows, (g.h,), base.dtype)
+                scale = 1.0 / math.sqrt(g.h) if mean else 1.0
+                kb.emit(Activation(func=Act.SQUARE, inp=base, out=junk, scale=scale, accum_out=out))
+                kb.release(junk)
+                return out
+            kb.emit(TensorReduce(alu=alu, inp=tiles[src], out=out))
+            if mean:
+                kb.emit(TensorScalar(inp=out, out=out, alu0=Alu.MULTIPLY, scalar0=1.0 / g.h))
+            return out
+        kind, what = _elementwise_kind(n)
+        operands = [a for a in n.args if isinstance(a, (fx.Node, int, float))]
+        shape_cols = 1 if (v.dim() and v.shape[-1] == 1 and g.h != 1) else g.h
+        out = kb.tile(rows, (shape_cols,), dt)
+        if kind == "unary":
+            kb.emit(Activation(func=what, inp=tiles[operands[0]], out=out))
+            return out
+        if kind == "pow":
+            exponent = float(n.args[1])
+            special = {2.0: Act.SQUARE, 0.5: Act.SQRT, -0.5: Act.RSQRT, -1.0: Act.RECIPROCAL}
+            if exponent in special:
+                kb.emit(Activation(func=special[exponent], inp=tiles[n.args[0]], out=out))
+            else:
+                kb.emit(TensorScalar(inp=tiles[n.args[0]], out=out, alu0=Alu.POW, scalar0=exponent))
+            return out
+        # binary
+        a, b = n.args[0], n.args[1]
+        alpha = n.kwargs.get("alpha", 1)
+        ta = tiles.get(a) if isinstance(a, fx.Node) else None
+        tb = tiles.get(b) if isinstance(b, fx.Node) else None
+        if tb is not None and alpha != 1:
+            scaled = kb.tile(rows, (tb.free_size,), "float32")
+            kb.emit(TensorScalar(inp=tb, out=scaled, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
+            tb = scaled
+        if ta is None and tb is None:
+            raise GraphCompileError(f"{n.name}: no tensor operand")
+        if tb is None or ta is None:
+            tensor, scalar, reverse = (ta, float(b) * (alpha if what in (Alu.ADD, Alu.SUBTRACT) else 1), False) \
+                if tb is None else (tb, float(a), True)
+            kb.emit(TensorScalar(inp=tensor, out=out, alu0=what, scalar0=scalar, reverse0=reverse))
+            return out
+        wa, wb = ta.free_size, tb.free_size
+        if wa == shape_cols and wb == 1 and shape_cols > 1:
+            kb.emit(TensorScalar(inp=ta, out=out, alu0=what, scalar0=tb))
+        elif wb == shape_cols and wa == 1 and shape_cols > 1:
+            kb.emit(TensorScalar(inp=tb, out=out, alu0=what, scalar0=ta, reverse0=True))
+        else:
+            kb.emit(TensorTensor(alu=what, in0=ta, in1=tb, out=out))
+        return out
+
+    # --- standalone ops ------------------------------------------------------------------------------------
+    def _emit_node(self, n: fx.Node) -> None:
+        v = n.meta.get("val")
+        if n.target in VIEW_OPS:
+            base = self._materialized(n.args[0])
+            t = _val(n)
+            self.values[n] = Value(base.hbm, TensorMeta(tuple(t.shape), tuple(t.stride()), device_dtype(t.dtype),
+                                                          base.meta.offset + t.storage_offset()
+                                                          - _val(n.args[0]).storage_offset()))
+            return
+        if n.target is operator.getitem:
+            parent = n.args[0]
+            if (parent, n.args[1]) in self.values:
+                self.values[n] = self.values[(parent, n.args[1])]  # type: ignore[index]
+            return
+        outs = v if isinstance(v, (tuple, list)) else (v,)
+        name = op_name(n.target)
+        fn = _REGISTRY.get(name)
+        if fn is None:
+            raise NoLowering(name)
+        args = tuple(self._arg_tensor(a) for a in n.args)
+        kwargs = {k: self._arg_tensor(a) for k, a in n.kwargs.items()}
+        call = from_aten(n.target, args, kwargs, tuple(o for o in outs if isinstance(o, torch.Tensor)))
+        slots = _tensor_args_padded(n, call)
+        input_ids = [self._materialized(a).hbm if a is not None else None for a in slots]
+        out_ids = []
+        for i, o in enumerate(outs):
+            if isinstance(o, torch.Tensor):
+                meta = TensorMeta.contiguous(tuple(o.shape), device_dtype(o.dtype))
+                idx = meta.bind(self.program, f"t_{n.name}_{i}", "scratch")
+                out_ids.append(idx)
+                value = Value(idx, meta)
+                if isinstance(v, (tuple, list)):
+                    self.values[(n, i)] = value  # type: ignore[index]
+                else:
+                    self.values[n] = value
+        call = OpCall(call.name, tuple(self._rebase(m, a) for m, a in zip(call.inputs, slots)),
+                      tuple(TensorMeta.contiguous(m.shape, m.dtype) for m in call.outputs), call.attrs)
+        ctx = LoweringContext(call, self.kb, input_ids, out_ids, name)
+        with self.program.origin(name):
+            fn(ctx)
+        self.kernels += 1
+
+    def _rebase(self, meta, node):
+        if meta is None or node is None:
+            return meta
+        return self._materialized(node).meta
+
+    def _arg_tensor(self, a):
+        if isinstance(a, fx.Node):
+            return _val(a) if _val(a) is not None else a.meta.get("val")
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._arg_tensor(x) for x in a)
+        return a
+
+    def _materialized(self, node: fx.Node) -> Value:
+        if node not in self.values:
+            raise GraphCompileError(f"value {node.name} is used before it is computed in HBM")
+        return self.values[node]
+
+    def _as_output(self, node: fx.Node, position: int) -> int:
+        val = self.values[node]
+        decl = self.program.tensors[val.hbm]
+        if decl.kind == "scratch" and val.meta.offset == 0 and val.meta.is_contiguous():
+            self.program.tensors[val.hbm] = type(decl)(f"out{position}", decl.shape, decl.dtype, "output")
+            return val.hbm
+        # an input returned as is, or a view: copy it into its own output tensor
+        t = _val(node)
+        meta = TensorMeta.contiguous(tuple(t.shape), device_dtype(t.dtype))
+        out = meta.bind(self.program, f"out{position}", "output")
+        copy = _REGISTRY["aten::clone"]
+        call = OpCall("aten::clone", (val.meta,), (meta,))
+        with self.program.origin("aten::clone"):
+            copy(LoweringContext(call, self.kb, [val.hbm], [out], "aten::clone"))
+        self.kernels += 1
+        return out
+
+
+def _row_strides(meta: TensorMeta, g: Group) -> tuple[int, int]:
+    """(row stride, column stride) of an external value laid over the group's rows."""
+    if meta.ndim == 0:
+        return 0, 0
+    cstride = meta.stride[-1] if meta.shape[-1] > 1 else 1
+    if meta.ndim == 1:
+        return 0, cstride
+    # rows are the flattened leading dims: they must be one uniform stride (contiguous leading dims)
+    lead = [(s, st) for s, st in zip(meta.shape[:-1], meta.stride[:-1]) if s > 1]
+    if not lead:
+        return 0, cstride
+    pstride = lead[-1][1]
+    expect = pstride
+    for s, st in reversed(lead):
+        if st != expect:
+            raise GraphCompileError("non-uniform row strides in a fused operand")
+        expect = st * s
+    return pstride, cstride
+
+
+def _is_square(n: fx.Node) -> bool:
+    if n.target is aten.pow.Tensor_Scalar and float(n.args[1]) == 2.0:
+        return True
+    return n.target is aten.mul.Tensor and len(n.args) == 2 and n.args[0] is n.args[1]
+
+
+_UNARY = {getattr(aten, k).default: v for k, v in UNARY_ACT.items() if hasattr(aten, k) and
+          hasattr(getattr(aten, k), "default")}
+_BINARY = {}
+for _k, _alu in BINARY_ALU.items():
+    _op = getattr(aten, _k, None)
+    if _op is None:
+        continue
+    for _ov in ("Tensor", "Scalar"):
+        if hasattr(_op, _ov):
+            _BINARY[getattr(_op, _ov)] = _alu
+
+
+def _elementwise_kind(n: fx.Node):
+    if n.target in _UNARY:
+        return "unary", _UNARY[n.target]
+    if n.target is aten.pow.Tensor_Scalar:
+        return "pow", None
+    if n.target in _BINARY and n.target is not aten.pow.Tensor_Tensor:
+        return "binary", _BINARY[n.target]
+    return None
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flatten(y)
+    else:
+        yield x
+
+
+def _tensor_args(n: fx.Node):
+    out = []
+    for a in n.args:
+        if isinstance(a, fx.Node) and _val(a) is not None:
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(x for x in a if isinstance(x, fx.Node))
+    return out
+
+
+def _tensor_args_padded(n: fx.Node, call: OpCall):
+    """Graph nodes aligned with the OpCall's input slots (None where the slot holds no tensor)."""
+    nodes = iter(_tensor_args(n))
+    out = []
+    for m in call.inputs:
+        out.append(next(nodes, None) if m is not None else None)
+    return out
+
+
+def compile_graph(gm: fx.GraphModule, spec: HardwareSpec | None = None, name: str = "graph") -> CompiledGraph:
+    return GraphCompiler(gm, spec, name).compile()
