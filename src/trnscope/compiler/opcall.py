@@ -46,6 +46,33 @@ def op_name(op: torch._ops.OpOverload) -> str:
     return schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
 
 
+_FUNCTIONAL: dict = {}
+
+
+def functional_name(op: torch._ops.OpOverload) -> str:
+    """The name of the functional overload an ``out=`` variant computes (``aten::add.out`` ->
+    ``aten::add.Tensor``): the overload whose arguments are the same minus the out tensors.
+    Kernels register under functional names; structured ops reach the device as out= calls."""
+    cached = _FUNCTIONAL.get(op)
+    if cached is not None:
+        return cached
+    schema = op._schema
+    name = op_name(op)
+    outs = [a for a in schema.arguments if a.is_out]
+    if outs:
+        want = [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
+        packet = getattr(torch.ops.aten, schema.name.split("::")[-1], None)
+        for overload in (packet.overloads() if packet is not None else ()):
+            cand = getattr(packet, overload)._schema
+            if any(a.is_out for a in cand.arguments) or cand.is_mutable:
+                continue
+            if [(a.name, str(a.type)) for a in cand.arguments] == want:
+                name = op_name(getattr(packet, overload))
+                break
+    _FUNCTIONAL[op] = name
+    return name
+
+
 def _is_wrapped_number(v: Any) -> bool:
     return isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu" and \
         torch._C._is_wrapped_number(v) if hasattr(torch._C, "_is_wrapped_number") else False
@@ -56,6 +83,8 @@ def from_aten(op: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs) -> 
     inputs: list[TensorMeta | None] = []
     attrs: dict[str, Any] = {}
     for i, arg in enumerate(schema.arguments):
+        if arg.is_out:
+            continue  # out= tensors are the call's outputs, not its inputs
         if i < len(args):
             v = args[i]
         elif arg.name in kwargs:
@@ -79,7 +108,7 @@ def from_aten(op: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs) -> 
             attrs[arg.name] = _plain(v)
     outs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
     out_metas = tuple(meta_of(o) for o in outs if isinstance(o, torch.Tensor))
-    return OpCall.make(op_name(op), inputs, out_metas, attrs)
+    return OpCall.make(functional_name(op), inputs, out_metas, attrs)
 
 
 def _is_device(t: torch.Tensor) -> bool:
