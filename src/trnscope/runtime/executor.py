@@ -106,6 +106,13 @@ class NeuronCoreRuntime:
                                           host_start, self.clock.now()))
         return result
 
+    def record_fallback(self, op: str, reason: str = "") -> None:
+        """An op whose kernel could not serve this call: computed on the host, marked as fallback."""
+        if self.recording:
+            now = self.clock.now()
+            self.records.append(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(), now, now,
+                                          neff_name=reason[:200]))
+
     # --- copies ---------------------------------------------------------------------------------
     def copy(self, direction: str, nbytes: int, compute: Callable[[], object] | None = None, op: str = ""):
         """A host<->device copy: stream-ordered after earlier work; the host waits for it."""

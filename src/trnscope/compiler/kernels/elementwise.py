@@ -173,7 +173,7 @@ def _where(ctx: LoweringContext) -> None:
     emit_map(ctx, [0, 1, 2], lambda kb, t, out: kb.emit(Select(pred=t[0], on_true=t[1], on_false=t[2], out=out)))
 
 
-@lowering("aten::copy_", "aten::_to_copy", "aten::clone", "aten::contiguous")
+@lowering("aten::copy_", "aten::_copy_from", "aten::_to_copy", "aten::clone", "aten::contiguous")
 def _copy(ctx: LoweringContext) -> None:
-    src = 1 if ctx.call.name == "aten::copy_" else 0
+    src = 1 if ctx.call.name == "aten::copy_" else 0  # copy_(self=dst, src); _copy_from(self=src, dst)
     emit_map(ctx, [src], lambda kb, t, out: kb.emit(Activation(func=Act.COPY, inp=t[0], out=out)))

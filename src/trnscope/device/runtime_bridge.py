@@ -1,0 +1,149 @@
+"""The executor that connects the device's single entry point to the emulated Neuron runtime.
+
+Allocation, views and metadata ops are host bookkeeping. Copies between host and device are
+stream-ordered transfers the host waits for. ``.item()`` synchronises. Every other op is a kernel:
+lowered to a Program (its NEFF), timed by the simulator, its numbers computed on the host inside
+the emulation cut. An op with no kernel falls back to the CPU as TorchNeuron does (inputs to the
+host, compute, results back), with a one-time warning naming it; with
+``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1`` it is an error instead.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from typing import Any
+
+import torch
+
+from .. import runtime
+from ..compiler import NoLowering, has_lowering, lower
+from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
+from .dispatch import OpCall, OpKind
+
+FALLBACK_ENV = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
+
+
+class NeuronFallbackError(RuntimeError):
+    """An op without a device kernel, while CPU fallback is disabled."""
+
+
+class CpuFallbackWarning(UserWarning):
+    pass
+
+
+def _fallback_disabled() -> bool:
+    return os.environ.get(FALLBACK_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _tensors(obj) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        out = []
+        for x in obj:
+            out.extend(_tensors(x))
+        return out
+    if isinstance(obj, dict):
+        return _tensors(list(obj.values()))
+    return []
+
+
+def _device_index(call: OpCall) -> int:
+    for t in _tensors(call.args) + _tensors(call.kwargs):
+        if t.device.type == "neuron":
+            return t.device.index or 0
+    return 0
+
+
+class RuntimeExecutor:
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+        self.fallbacks: dict[str, int] = {}
+
+    def execute(self, call: OpCall) -> Any:
+        kind = call.kind
+        if kind in (OpKind.ALLOC, OpKind.VIEW, OpKind.METADATA):
+            return call.run_on_host()
+        core = runtime.core(_device_index(call))
+        if kind is OpKind.COPY:
+            return self._copy(call, core)
+        if kind is OpKind.READ_SCALAR:
+            core.synchronize()
+            return core.copy("d2h", 8, call.run_on_host, op=call.name)
+        return self._kernel(call, core)
+
+    def _kernel(self, call: OpCall, core: runtime.NeuronCoreRuntime) -> Any:
+        name = functional_name(call.op)
+        if not has_lowering(name):
+            return self._fallback(call, core, name)
+        result_box: list[Any] = []
+
+        def compute():
+            result_box.append(call.run_on_host())
+
+        # numbers first (emulation work, cut from the clock), then the kernel for the actual outputs
+        with core.clock.emulation():
+            compute()
+        result = result_box[0]
+        try:
+            opcall = from_aten(call.op, call.args, call.kwargs, _outputs(call, result))
+            lower(opcall, core.spec)
+        except (NoLowering, NotImplementedError, UnsupportedDtype, ValueError) as exc:
+            core.record_fallback(name, reason=str(exc))
+            self._warn(name, str(exc))
+            return result
+        core.execute(opcall)
+        return result
+
+    def _fallback(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:
+        if _fallback_disabled():
+            raise NeuronFallbackError(
+                f"{name} has no neuron kernel and CPU fallback is disabled ({FALLBACK_ENV}=1): unset it to run "
+                f"{name} on the CPU, or avoid the op")
+        self._warn(name, "no neuron kernel")
+        nbytes = sum(t.nbytes for t in _tensors(call.args) + _tensors(call.kwargs) if t.device.type == "neuron")
+        core.synchronize()
+        if nbytes:
+            core.copy("d2h", nbytes, op=f"{name} (fallback inputs)")
+        result = core.fallback(name, call.run_on_host)
+        out_bytes = sum(t.nbytes for t in _tensors(result) if t.device.type == "neuron")
+        if out_bytes:
+            core.copy("h2d", out_bytes, op=f"{name} (fallback outputs)")
+        return result
+
+    def _warn(self, name: str, why: str) -> None:
+        with self._lock:
+            self.fallbacks[name] = self.fallbacks.get(name, 0) + 1
+            if name in self._warned:
+                return
+            self._warned.add(name)
+        warnings.warn(f"trnscope: {name} runs on the CPU ({why}); it is marked as a CPU fallback in profiles. "
+                      f"Set {FALLBACK_ENV}=1 to make this an error.", CpuFallbackWarning, stacklevel=4)
+
+    def _copy(self, call: OpCall, core: runtime.NeuronCoreRuntime) -> Any:
+        src, dst = call.args[0], call.args[1]
+        direction = {("cpu", "neuron"): "h2d", ("neuron", "cpu"): "d2h"}.get((src.device.type, dst.device.type))
+        if direction is None:  # device to device: a DMA kernel
+            return self._kernel(call, core) if has_lowering(functional_name(call.op)) else call.run_on_host()
+        if direction == "d2h":
+            core.synchronize()
+        return core.copy(direction, src.nbytes, call.run_on_host, op=call.name)
+
+    def synchronize(self, device: int) -> None:
+        runtime.core(device).synchronize()
+
+    def clock_ns(self, device: int) -> int:
+        return runtime.CLOCK.now()
+
+
+def _outputs(call: OpCall, result):
+    outs = [v for k, v in call.kwargs.items() if k.startswith("out") and isinstance(v, torch.Tensor)]
+    if outs:
+        return tuple(outs)
+    return tuple(_tensors(result))
+
+
+EXECUTOR = RuntimeExecutor()
