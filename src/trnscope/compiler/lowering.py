@@ -120,6 +120,10 @@ def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
     short = call.name.replace("aten::", "")
     shapes = "_".join("x".join(map(str, m.shape)) or "s" for m in call.inputs if m is not None)
     prog = Program(f"{short}_{shapes}"[:200], target=spec.name)
+    # each HBM tensor binds its view's storage span from the view's first element, so inside the
+    # Program every view starts at offset 0 (and the cached Program fits any storage offset)
+    call = OpCall(call.name, tuple(_at_zero(m) for m in call.inputs), tuple(_at_zero(m) for m in call.outputs),
+                  call.attrs)
     inputs = [m.bind(prog, f"in{i}", "input") if m is not None else None for i, m in enumerate(call.inputs)]
     outputs = [m.bind(prog, f"out{i}", "output") for i, m in enumerate(call.outputs)]
     ctx = LoweringContext(call, KernelBuilder(prog, spec), inputs, outputs, call.name)
@@ -128,6 +132,12 @@ def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
     prog.meta["sbuf_peak_bytes"] = ctx.kb.sbuf_peak_bytes
     prog.meta["psum_peak_bytes"] = ctx.kb.psum_peak_bytes
     return prog
+
+
+def _at_zero(meta: TensorMeta | None) -> TensorMeta | None:
+    if meta is None or meta.offset == 0:
+        return meta
+    return TensorMeta(meta.shape, meta.stride, meta.dtype, 0)
 
 
 def clear_cache() -> None:

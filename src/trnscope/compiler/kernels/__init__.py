@@ -1,3 +1,3 @@
 """The kernel library: importing it registers every lowering."""
 
-from . import elementwise, norm, reduce  # noqa: F401
+from . import elementwise, norm, reduce, softmax  # noqa: F401

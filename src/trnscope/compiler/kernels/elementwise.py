@@ -147,6 +147,17 @@ def _binary(alu: Alu):
             value = float(scalar_arg(ctx, 1, "other")) * (alpha if alu in (Alu.ADD, Alu.SUBTRACT) else 1)
             emit_map(ctx, [0], lambda kb, t, out: kb.emit(TensorScalar(inp=t[0], out=out, alu0=alu, scalar0=value)))
             return
+        if ctx.call.inputs[0] is None:  # scalar <op> tensor: the scalar is the first operand
+            value = float(scalar_arg(ctx, 0, "self"))
+            if alpha != 1 and alu in (Alu.ADD, Alu.SUBTRACT):
+                def scaled_first(kb: KernelBuilder, t, out: AP) -> None:
+                    kb.emit(TensorScalar(inp=t[0], out=out, alu0=Alu.MULTIPLY, scalar0=float(alpha),
+                                         alu1=alu, scalar1=value, reverse1=True))
+                emit_map(ctx, [1], scaled_first)
+                return
+            emit_map(ctx, [1], lambda kb, t, out: kb.emit(
+                TensorScalar(inp=t[0], out=out, alu0=alu, scalar0=value, reverse0=True)))
+            return
 
         def compute(kb: KernelBuilder, t, out: AP) -> None:
             a, b = t

@@ -1,0 +1,228 @@
+"""Shared pieces of the kernel library: row plans, DMA helpers that pick the cheap transfer, scalars.
+
+A *row plan* lays an N-d iteration space out the way NKI kernels lay out row-wise work: some dims
+are the "free" dims a kernel computes along (the softmax dim, the normalized dims, the reduced
+dims), they go on the free axis of one tile; every other (kept) index is a row, 128 rows to a
+tile on the partitions. Every operand keeps its own strides over the space (0 where it
+broadcasts), so a kernel loads and stores non-contiguous and broadcast operands without copies.
+
+Loading a tile picks the transfer that moves long contiguous runs (hardware.md 3.4: descriptors
+under 2 KiB are overhead-bound): a direct DMA when the free axis is contiguous in HBM, a DMA
+transpose when instead the *rows* are contiguous (softmax over a non-last dim), otherwise a
+strided DMA (correct, slow, as on the device).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from math import prod
+
+from ...isa import AP, Alu, DType, Memset, hbm
+from ..builder import KernelBuilder
+from ..lowering import LoweringContext
+from ..meta import TensorMeta
+from ..tiling import P, coalesce
+
+F32 = DType.float32
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class RowTile:
+    rows: int
+    row0: int                      # flat index of the tile's first row among all rows
+    offsets: tuple[int, ...]       # per operand: element offset of (first row, free index 0)
+    pstrides: tuple[int, ...]      # per operand: element stride between rows
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    free_shape: tuple[int, ...]            # coalesced free dims (outermost first); () when empty
+    free_strides: tuple[tuple[int, ...], ...]  # per operand: strides over free_shape
+    tiles: tuple[RowTile, ...]
+    nrows: int
+
+    @property
+    def cols(self) -> int:
+        return prod(self.free_shape) if self.free_shape else 1
+
+    def dims(self, k: int) -> list[tuple[int, int]]:
+        """HBM free dims (stride, size) of operand k."""
+        if not self.free_shape:
+            return [(1, 1)]
+        return [(st, sz) for st, sz in zip(self.free_strides[k], self.free_shape)]
+
+
+def row_plan(shape: tuple[int, ...], free: list[int], strides: list[tuple[int, ...]],
+             offsets: list[int] | None = None) -> RowPlan:
+    """Rows over the dims of ``shape`` not in ``free``; ``strides[k]`` are operand k's strides."""
+    nd = len(shape)
+    free = sorted({d % nd for d in free}) if nd else []
+    kept = [d for d in range(nd) if d not in free]
+    offsets = list(offsets or [0] * len(strides))
+    if free:
+        fshape, fstrides = coalesce(tuple(shape[d] for d in free), [tuple(s[d] for d in free) for s in strides])
+        if fshape == (1,):
+            fshape, fstrides = (), [() for _ in strides]
+    else:
+        fshape, fstrides = (), [() for _ in strides]
+    if kept:
+        kshape, kstrides = coalesce(tuple(shape[d] for d in kept), [tuple(s[d] for d in kept) for s in strides])
+    else:
+        kshape, kstrides = (1,), [(0,) for _ in strides]
+    nrows = prod(kshape)
+    tiles = []
+    inner, inner_st = kshape[-1], [s[-1] for s in kstrides]
+    row = 0
+    for idx in itertools.product(*(range(s) for s in kshape[:-1])):
+        base = [o + sum(i * st for i, st in zip(idx, s[:-1])) for o, s in zip(offsets, kstrides)]
+        for r0 in range(0, inner, P):
+            rows = min(P, inner - r0)
+            tiles.append(RowTile(rows, row + r0, tuple(b + r0 * st for b, st in zip(base, inner_st)),
+                                 tuple(inner_st)))
+        row += inner
+    return RowPlan(tuple(fshape), tuple(tuple(f) for f in fstrides), tuple(tiles), nrows)
+
+
+def full_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides of ``meta`` over ``shape`` (same rank or broadcastable from the right; size-1 dims 0)."""
+    pad = len(shape) - meta.ndim
+    out = []
+    for d in range(len(shape)):
+        if d < pad:
+            out.append(0)
+        else:
+            size, st = meta.shape[d - pad], meta.stride[d - pad]
+            out.append(0 if size == 1 else st)
+    return tuple(out)
+
+
+# --- DMA helpers ------------------------------------------------------------------------------------
+
+def load(kb: KernelBuilder, queue: int, tensor: int, dtype: DType, offset: int, pstride: int, rows: int,
+         dims: list[tuple[int, int]], tile: AP) -> None:
+    """HBM rows (``rows`` x free ``dims``) -> SBUF ``tile`` [rows, prod(dims)] with the cheapest DMA."""
+    dims = [(st, sz) for st, sz in dims if sz > 1] or [(1, 1)]
+    if len(dims) == 1 and dims[0][0] != 1 and pstride == 1 and rows > 1:
+        # the rows are contiguous, the free axis is not: DMA transpose moves whole rows of HBM
+        src = hbm(tensor, dims[0][1], dims[0][0], [(1, rows)], dtype, offset=offset)
+        kb.dma(queue, src, tile, transpose=True)
+        return
+    kb.dma(queue, hbm(tensor, rows, pstride, dims, dtype, offset=offset), tile)
+
+
+def store(kb: KernelBuilder, queue: int, tile: AP, tensor: int, dtype: DType, offset: int, pstride: int,
+          rows: int, dims: list[tuple[int, int]]) -> None:
+    """SBUF ``tile`` [rows, prod(dims)] -> HBM rows, mirroring :func:`load`."""
+    dims = [(st, sz) for st, sz in dims if sz > 1] or [(1, 1)]
+    if len(dims) == 1 and dims[0][0] != 1 and pstride == 1 and rows > 1:
+        dst = hbm(tensor, dims[0][1], dims[0][0], [(1, rows)], dtype, offset=offset)
+        kb.dma(queue, tile, dst, transpose=True)
+        return
+    kb.dma(queue, tile, hbm(tensor, rows, pstride, dims, dtype, offset=offset))
+
+
+def const_column(kb: KernelBuilder, rows: int, value: float, dtype: DType = F32) -> AP:
+    """A [rows, 1] tile holding ``value`` (Memset); read it with a zero free stride to broadcast."""
+    t = kb.tile(rows, (1,), dtype)
+    kb.emit(Memset(out=t, value=float(value)))
+    return t
+
+
+def bcast(col: AP, cols: int) -> AP:
+    """A [rows, 1] tile read ``cols`` times along the free axis (zero stride)."""
+    return col.view(0, [(0, cols)])
+
+
+def attr(ctx: LoweringContext, name: str, default=None):
+    v = ctx.call.attr(name)
+    return default if v is None else v
+
+
+def queues(kb: KernelBuilder, n: int = 2) -> tuple[list[int], int]:
+    """(input queues, output queue) named as the other kernels name them."""
+    return [kb.queue(f"qSyncIO{i}", "input") for i in range(n)], kb.queue("qSyncIO2", "output")
+
+
+def tile_free_dims(tile: AP) -> list[tuple[int, int]]:
+    return list(tile.dims)
+
+
+NEG_INF = float("-inf")
+POS_INF = float("inf")
+FLT_MAX = 3.4028234663852886e38
+
+ALU_MAX_MIN = {True: Alu.MAX, False: Alu.MIN}
+
+
+# --- row kernels ------------------------------------------------------------------------------------
+
+@dataclass
+class Operand:
+    """One tensor of a row kernel: its HBM tensor, metadata and strides over the iteration space.
+
+    ``full``: the operand spans the free dims (a [rows, cols] tile); otherwise it holds one value per
+    row (a [rows, 1] tile: LayerNorm's mean, a reduction's result).
+    """
+    tensor: int
+    meta: TensorMeta
+    strides: tuple[int, ...]
+    full: bool = True
+    dtype: DType | None = None  # tile dtype (defaults to the tensor's)
+
+
+RowCompute = "Callable[[KernelBuilder, list[AP], list[AP], RowTile], None]"
+
+
+def emit_rows(ctx: LoweringContext, shape: tuple[int, ...], free: list[int], ins: list[Operand],
+              outs: list[Operand], compute, n_queues: int = 2) -> RowPlan:
+    """Stream 128-row tiles of every operand through ``compute(kb, in_tiles, out_tiles, tile)``.
+
+    Input tiles are loaded (alternating input queues), output tiles allocated; ``compute`` fills the
+    output tiles and the driver stores them. Each iteration's tiles are released one iteration late,
+    so the next tile's loads go to other bytes and overlap this tile's compute (double buffering).
+    """
+    kb = ctx.kb
+    ops = ins + outs
+    plan = row_plan(shape, free, [o.strides for o in ops], [o.meta.offset for o in ops])
+    qin, qout = queues(kb, n_queues)
+    cols = plan.cols
+    held: list[AP] = []
+    for t in plan.tiles:
+        in_tiles = []
+        for k, o in enumerate(ins):
+            tile = kb.tile(t.rows, (cols if o.full else 1,), o.meta.dtype)
+            dims = plan.dims(k) if o.full else [(1, 1)]
+            load(kb, qin[k % len(qin)], o.tensor, o.meta.dtype, t.offsets[k], t.pstrides[k], t.rows, dims, tile)
+            in_tiles.append(tile)
+        out_tiles = [kb.tile(t.rows, (cols if o.full else 1,), o.dtype or o.meta.dtype) for o in outs]
+        compute(kb, in_tiles, out_tiles, t)
+        for j, (o, tile) in enumerate(zip(outs, out_tiles)):
+            k = len(ins) + j
+            dims = plan.dims(k) if o.full else [(1, 1)]
+            store(kb, qout, tile, o.tensor, o.meta.dtype, t.offsets[k], t.pstrides[k], t.rows, dims)
+        kb.release(*held)
+        held = in_tiles + out_tiles
+    kb.release(*held)
+    return plan
+
+
+def reduced_strides(meta: TensorMeta, shape: tuple[int, ...], reduced: list[int]) -> tuple[int, ...]:
+    """Strides over ``shape`` of the result of reducing ``reduced`` dims (keepdim or not): 0 on them."""
+    nd = len(shape)
+    red = {d % nd for d in reduced} if nd else set()
+    if meta.ndim == nd:
+        return tuple(0 if d in red else (meta.stride[d] if meta.shape[d] != 1 else 0) for d in range(nd))
+    it = iter(zip(meta.shape, meta.stride))
+    out = []
+    for d in range(nd):
+        if d in red:
+            out.append(0)
+        else:
+            size, st = next(it)
+            out.append(st if size != 1 else 0)
+    return tuple(out)

@@ -1,0 +1,218 @@
+"""Softmax, log-softmax and their backward passes, over any dim.
+
+The softmax dim goes on the free axis, every other index is a row (128 rows per tile); a softmax
+over a non-last dim loads its rows with a DMA transpose, so no separate transpose kernel runs.
+Per tile (NKI's softmax recipe): VectorE finds the negated row max, ScalarE computes
+exp(x - max) and add-reduces it in the same instruction (``accum_out``), VectorE divides by the
+per-partition sum. Log-softmax subtracts max and log(sum) with one two-op tensor_scalar.
+
+Rows too long for one SBUF tile (a log-softmax over a 128K vocabulary) use two passes over
+2048-column chunks: an online max/sum (each chunk rescales the running sum by exp(m_old - m_new)),
+then the normalisation; x is read twice instead of being held.
+"""
+
+from __future__ import annotations
+
+from ...isa import Act, Activation, Alu, TensorReduce, TensorScalar, TensorTensor
+from ..lowering import LoweringContext, lowering
+from .common import (
+    F32, FLT_MAX, Operand, attr, emit_rows, full_strides, load, queues, row_plan, store,
+)
+
+# a row tile whose working set (input, fp32 intermediate, output) stays under this per partition is
+# computed in one pass; the budget leaves room for the next tile's buffers (double buffering)
+ONE_PASS_BYTES = 48 * 1024
+CHUNK = 2048
+
+
+def _dim(ctx: LoweringContext, ndim: int) -> int:
+    d = attr(ctx, "dim", -1)
+    return d % ndim if ndim else 0
+
+
+def _softmax(ctx: LoweringContext, log: bool, safe: bool = False) -> None:
+    x, out = ctx.call.inputs[0], ctx.call.outputs[0]
+    if x.ndim == 0:
+        _scalar_softmax(ctx, log)
+        return
+    dim = _dim(ctx, x.ndim)
+    shape = x.shape
+    cols = shape[dim]
+    per_row = cols * (x.dtype.itemsize + 4 + out.dtype.itemsize)
+    if per_row > ONE_PASS_BYTES:
+        _softmax_two_pass(ctx, dim, log, safe)
+        return
+    ins = [Operand(ctx.inputs[0], x, full_strides(x, shape))]
+    outs = [Operand(ctx.outputs[0], out, full_strides(out, shape))]
+
+    def compute(kb, t_in, t_out, tile):
+        xt, ot = t_in[0], t_out[0]
+        rows = tile.rows
+        nmax = kb.tile(rows, (1,), F32)
+        total = kb.tile(rows, (1,), F32)
+        kb.emit(TensorReduce(alu=Alu.MAX, inp=xt, out=nmax, negate=True))
+        if safe:
+            # a row of -inf: max -> -inf; clamp so exp gives 0 (not NaN) and the row ends as zeros
+            kb.emit(TensorScalar(inp=nmax, out=nmax, alu0=Alu.MIN, scalar0=FLT_MAX))
+        if log:
+            junk = kb.tile(rows, (cols,), out.dtype)
+            kb.emit(Activation(func=Act.EXP, inp=xt, out=junk, bias=nmax, accum_out=total))
+            lse = kb.tile(rows, (1,), F32)
+            kb.emit(Activation(func=Act.LOG, inp=total, out=lse))
+            # (x - max) - log(sum), in PyTorch's order
+            kb.emit(TensorScalar(inp=xt, out=ot, alu0=Alu.ADD, scalar0=nmax, alu1=Alu.SUBTRACT, scalar1=lse))
+            kb.release(junk, lse)
+        else:
+            e = ot if out.dtype == F32 else kb.tile(rows, (cols,), F32)
+            kb.emit(Activation(func=Act.EXP, inp=xt, out=e, bias=nmax, accum_out=total))
+            if safe:
+                kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.MAX, scalar0=1.1754943508222875e-38))
+            kb.emit(TensorScalar(inp=e, out=ot, alu0=Alu.DIVIDE, scalar0=total))
+            if e is not ot:
+                kb.release(e)
+        kb.release(nmax, total)
+
+    emit_rows(ctx, shape, [dim], ins, outs, compute)
+
+
+def _softmax_two_pass(ctx: LoweringContext, dim: int, log: bool, safe: bool) -> None:
+    kb = ctx.kb
+    x, out = ctx.call.inputs[0], ctx.call.outputs[0]
+    shape = x.shape
+    cols = shape[dim]
+    plan = row_plan(shape, [dim], [full_strides(x, shape), full_strides(out, shape)], [x.offset, out.offset])
+    cx, co = plan.free_strides[0][0], plan.free_strides[1][0]
+    qin, qout = queues(kb)
+    chunks = [(c0, min(CHUNK, cols - c0)) for c0 in range(0, cols, CHUNK)]
+    for t in plan.tiles:
+        rows = t.rows
+        m = kb.tile(rows, (1,), F32)      # running max
+        nm = kb.tile(rows, (1,), F32)     # -max
+        total = kb.tile(rows, (1,), F32)  # running sum of exp(x - max)
+        part = kb.tile(rows, (1,), F32)
+        corr = kb.tile(rows, (1,), F32)
+        held = []
+        for j, (c0, w) in enumerate(chunks):
+            xt = kb.tile(rows, (w,), x.dtype)
+            load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + c0 * cx, t.pstrides[0], rows, [(cx, w)], xt)
+            junk = kb.tile(rows, (w,), x.dtype)
+            if j == 0:
+                kb.emit(TensorReduce(alu=Alu.MAX, inp=xt, out=m))
+                # a chunk of -inf must not make the running max -inf (exp(-inf - -inf) is NaN)
+                kb.emit(TensorScalar(inp=m, out=m, alu0=Alu.MAX, scalar0=-FLT_MAX))
+                kb.emit(TensorScalar(inp=m, out=nm, alu0=Alu.MULTIPLY, scalar0=-1.0))
+                kb.emit(Activation(func=Act.EXP, inp=xt, out=junk, bias=nm, accum_out=total))
+            else:
+                cm = kb.tile(rows, (1,), F32)
+                kb.emit(TensorReduce(alu=Alu.MAX, inp=xt, out=cm))
+                kb.emit(TensorTensor(alu=Alu.MAX, in0=m, in1=cm, out=cm))        # new max
+                kb.emit(TensorScalar(inp=cm, out=nm, alu0=Alu.MULTIPLY, scalar0=-1.0))
+                kb.emit(Activation(func=Act.EXP, inp=m, out=corr, bias=nm))      # exp(m_old - m_new)
+                kb.emit(Activation(func=Act.EXP, inp=xt, out=junk, bias=nm, accum_out=part))
+                kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.MULTIPLY, scalar0=corr, alu1=Alu.ADD,
+                                     scalar1=part))
+                kb.copy(cm, m)
+                kb.release(cm)
+            kb.release(*held)
+            held = [xt, junk]
+        kb.release(*held)
+        held = []
+        lse = None
+        if log:
+            lse = kb.tile(rows, (1,), F32)
+            kb.emit(Activation(func=Act.LOG, inp=total, out=lse))
+        elif safe:
+            kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.MAX, scalar0=1.1754943508222875e-38))
+        for j, (c0, w) in enumerate(chunks):
+            xt = kb.tile(rows, (w,), x.dtype)
+            load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + c0 * cx, t.pstrides[0], rows, [(cx, w)], xt)
+            ot = kb.tile(rows, (w,), out.dtype)
+            if log:
+                kb.emit(TensorScalar(inp=xt, out=ot, alu0=Alu.ADD, scalar0=nm, alu1=Alu.SUBTRACT, scalar1=lse))
+            else:
+                e = kb.tile(rows, (w,), F32)
+                kb.emit(Activation(func=Act.EXP, inp=xt, out=e, bias=nm))
+                kb.emit(TensorScalar(inp=e, out=ot, alu0=Alu.DIVIDE, scalar0=total))
+                kb.release(e)
+            store(kb, qout, ot, ctx.outputs[0], out.dtype, t.offsets[1] + c0 * co, t.pstrides[1], rows, [(co, w)])
+            kb.release(*held)
+            held = [xt, ot]
+        kb.release(*held, m, nm, total, part, corr)
+        if lse is not None:
+            kb.release(lse)
+
+
+def _scalar_softmax(ctx: LoweringContext, log: bool) -> None:
+    """A 0-d softmax is 1 (log-softmax 0) for finite input; computed as x - x (+1) to keep NaN/inf."""
+    x, out = ctx.call.inputs[0], ctx.call.outputs[0]
+    kb = ctx.kb
+    qin, qout = queues(kb)
+    xt = kb.tile(1, (1,), x.dtype)
+    load(kb, qin[0], ctx.inputs[0], x.dtype, x.offset, 0, 1, [(1, 1)], xt)
+    ot = kb.tile(1, (1,), out.dtype)
+    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=xt, in1=xt, out=ot))
+    if not log:
+        kb.emit(Activation(func=Act.EXP, inp=ot, out=ot))
+    store(kb, qout, ot, ctx.outputs[0], out.dtype, out.offset, 0, 1, [(1, 1)])
+    kb.release(xt, ot)
+
+
+@lowering("aten::_softmax", "aten::_softmax.out", "aten::softmax.int")
+def _lower_softmax(ctx: LoweringContext) -> None:
+    _softmax(ctx, log=False)
+
+
+@lowering("aten::_log_softmax", "aten::_log_softmax.out", "aten::log_softmax.int")
+def _lower_log_softmax(ctx: LoweringContext) -> None:
+    _softmax(ctx, log=True)
+
+
+@lowering("aten::_safe_softmax")
+def _lower_safe_softmax(ctx: LoweringContext) -> None:
+    _softmax(ctx, log=False, safe=True)
+
+
+# --- backward -----------------------------------------------------------------------------------------
+
+def _softmax_backward(ctx: LoweringContext, log: bool) -> None:
+    g, y, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
+    shape = out.shape
+    if len(shape) == 0:
+        shape = (1,)
+    dim = _dim(ctx, len(shape))
+    cols = shape[dim]
+    ins = [Operand(ctx.inputs[0], g, full_strides(g, shape)), Operand(ctx.inputs[1], y, full_strides(y, shape))]
+    outs = [Operand(ctx.outputs[0], out, full_strides(out, shape))]
+
+    def compute(kb, t_in, t_out, tile):
+        gt, yt = t_in
+        ot = t_out[0]
+        rows = tile.rows
+        s = kb.tile(rows, (1,), F32)
+        tmp = kb.tile(rows, (cols,), F32)
+        if log:
+            # grad - exp(y) * sum(grad)
+            kb.emit(TensorReduce(alu=Alu.ADD, inp=gt, out=s, negate=True))
+            kb.emit(Activation(func=Act.EXP, inp=yt, out=tmp))
+            kb.emit(TensorScalar(inp=tmp, out=tmp, alu0=Alu.MULTIPLY, scalar0=s))
+            kb.emit(TensorTensor(alu=Alu.ADD, in0=gt, in1=tmp, out=ot))
+        else:
+            # y * (grad - sum(grad * y)): VectorE multiplies, ScalarE add-reduces and shifts
+            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=gt, in1=yt, out=tmp))
+            kb.emit(Activation(func=Act.COPY, inp=tmp, out=tmp, accum_out=s))
+            kb.emit(TensorScalar(inp=s, out=s, alu0=Alu.MULTIPLY, scalar0=-1.0))
+            kb.emit(Activation(func=Act.COPY, inp=gt, out=tmp, bias=s))
+            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=yt, out=ot))
+        kb.release(s, tmp)
+
+    emit_rows(ctx, shape, [dim], ins, outs, compute)
+
+
+@lowering("aten::_softmax_backward_data", "aten::_softmax_backward_data.out")
+def _lower_softmax_backward(ctx: LoweringContext) -> None:
+    _softmax_backward(ctx, log=False)
+
+
+@lowering("aten::_log_softmax_backward_data", "aten::_log_softmax_backward_data.out")
+def _lower_log_softmax_backward(ctx: LoweringContext) -> None:
+    _softmax_backward(ctx, log=True)
