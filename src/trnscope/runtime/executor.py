@@ -72,6 +72,13 @@ class NeuronCoreRuntime:
         t0 = time.perf_counter_ns()
         program = lower(call, self.spec)  # a cache miss compiles: real host work, like neuronx-cc
         compiled_ns = time.perf_counter_ns() - t0
+        return self.execute_program(program, call.name, compute, compiled_ns, host_start)
+
+    def execute_program(self, program: Program, label: str, compute: Callable[[], object] | None = None,
+                        compiled_ns: int = 0, host_start: int | None = None):
+        """Run a prebuilt Program (a compiled graph's NEFF) as one device execution."""
+        if host_start is None:
+            host_start = self.clock.now()
         with self.clock.emulation():
             tl = simulate(program, self.spec)
             result = compute() if compute is not None else None
@@ -92,7 +99,7 @@ class NeuronCoreRuntime:
             self.device_free_ns = end
             if self.recording:
                 self.records.append(Execution(
-                    next(_seq), "kernel", call.name, self.index, threading.get_ident(), host_start,
+                    next(_seq), "kernel", label, self.index, threading.get_ident(), host_start,
                     self.clock.now(), start, end, nid, program.name, compiled_ns if first else 0,
                     queue_wait_ns=start - ready, timeline=tl, program=program))
         return result

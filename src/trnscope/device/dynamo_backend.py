@@ -1,0 +1,196 @@
+"""``torch.compile(model, backend="neuron")``: Dynamo + AOTAutograd graphs, each compiled to ONE NEFF.
+
+As TorchNeuron's backend: no Inductor; only ``mode="default"`` (other modes warn and compile as
+default); no dynamic shapes (each new shape compiles its own NEFF; ``dynamic=True`` is refused with
+a clear message); graph breaks give one NEFF per subgraph. AOTAutograd supplies forward and
+backward graphs, so training works. A compiled graph runs as a single device execution: its
+numbers are computed on the host by the graph itself (on zero-copy host views), its time is the
+simulated time of its Program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.fx as fx
+
+from .. import runtime
+from ..compiler.graph import CompiledGraph, GraphCompileError, compile_graph
+from ..compiler.lowering import NoLowering
+from ..isa import NeffFormatError, neff
+from . import memory
+
+BACKEND_NAME = "neuron"
+
+
+class NeuronCompileError(RuntimeError):
+    pass
+
+
+@dataclass
+class CompileCounters:
+    """What the backend did, for tests and profiles."""
+    graphs: int = 0              # FX graphs handed to the backend (forward and backward count apart)
+    neffs_compiled: int = 0      # graphs compiled to a NEFF
+    neff_cache_hits: int = 0     # NEFFs loaded from the cache directory instead of compiled
+    eager_graphs: int = 0        # graphs that could not become one NEFF and run op by op
+    executions: int = 0          # compiled-graph executions on the device
+    compile_ns: int = 0
+    last_dispatches_per_call: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.__init__()
+
+
+COUNTERS = CompileCounters()
+
+
+def _cache_dir() -> Path | None:
+    d = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or os.environ.get("TRNSCOPE_NEFF_CACHE_DIR")
+    return Path(d) if d else None
+
+
+def _graph_key(gm: fx.GraphModule, example_inputs, spec_name: str) -> str:
+    h = hashlib.sha256()
+    h.update(gm.code.encode())
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor):
+            h.update(f"{tuple(t.shape)}{t.stride()}{t.dtype}".encode())
+        else:
+            h.update(repr(t).encode())
+    h.update(spec_name.encode())
+    return h.hexdigest()[:24]
+
+
+def _has_symbolic(example_inputs) -> bool:
+    for t in example_inputs:
+        if isinstance(t, torch.SymInt):
+            return True
+        if isinstance(t, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride())):
+            return True
+    return False
+
+
+class CompiledNeff:
+    """The callable Dynamo runs in place of a graph: one device execution per call."""
+
+    def __init__(self, gm: fx.GraphModule, compiled: CompiledGraph, label: str, compile_ns: int):
+        self.gm = gm
+        self.compiled = compiled
+        self.label = label
+        self.compile_ns = compile_ns
+        self._first = True
+
+    def __call__(self, *args):
+        core = runtime.core(_device_of(args))
+        result: list = []
+
+        def compute():
+            result.append(_run_on_host(self.gm, args))
+
+        compile_ns, self._first = (self.compile_ns if self._first else 0), False
+        core.execute_program(self.compiled.program, self.label, compute, compile_ns)
+        COUNTERS.executions += 1
+        COUNTERS.last_dispatches_per_call = 1
+        return result[0]
+
+
+def _device_of(args) -> int:
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.device.type == BACKEND_NAME:
+            return a.device.index or 0
+    return 0
+
+
+def _run_on_host(gm: fx.GraphModule, args):
+    """Execute the graph's ATen ops on host views of the device tensors; results back on the device."""
+    host_args = [memory.host_view(a) if isinstance(a, torch.Tensor) and a.device.type == BACKEND_NAME else a
+                 for a in args]
+    devices = [a.device for a in args if isinstance(a, torch.Tensor) and a.device.type == BACKEND_NAME]
+    device = devices[0] if devices else torch.device(BACKEND_NAME, 0)
+    with torch.no_grad():
+        outs = gm(*host_args)
+    return _to_device(outs, host_args, args, device)
+
+
+def _to_device(obj, host_args, args, device):
+    if isinstance(obj, torch.Tensor):
+        for h, a in zip(host_args, args):  # an input returned as is stays that very tensor
+            if obj is h:
+                return a
+        out = memory.empty_strided(tuple(obj.shape), tuple(obj.stride()), obj.dtype, device.index or 0)
+        memory.host_view(out).copy_(obj)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_device(o, host_args, args, device) for o in obj)
+    return obj
+
+
+def _compile(gm: fx.GraphModule, example_inputs, label: str):
+    COUNTERS.graphs += 1
+    if _has_symbolic(example_inputs):
+        raise NeuronCompileError(
+            "the neuron backend does not support dynamic shapes (neither does TorchNeuron): compile with "
+            "torch.compile(..., dynamic=False); each new input shape then compiles its own NEFF")
+    spec = runtime.core(0).spec
+    key = _graph_key(gm, example_inputs, spec.name)
+    cache = _cache_dir()
+    t0 = time.perf_counter_ns()
+    cached = cache / f"graph_{key}.neff" if cache is not None else None
+    try:
+        compiled = None
+        if cached is not None and cached.exists():
+            try:
+                program = neff.load(cached)
+                compiled = CompiledGraph(program, [], [], int(program.meta.get("kernels", 1)),
+                                         int(program.meta.get("fused_ops", 0)))
+                COUNTERS.neff_cache_hits += 1
+            except NeffFormatError as exc:
+                warnings.warn(f"trnscope: ignoring a bad cached NEFF ({exc}); recompiling", stacklevel=2)
+        if compiled is None:
+            compiled = compile_graph(gm, spec, f"{label}_{key[:8]}")
+            COUNTERS.neffs_compiled += 1
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(".tmp")
+                neff.save(compiled.program, tmp)
+                tmp.replace(cached)
+    except (NoLowering, GraphCompileError, NotImplementedError) as exc:
+        COUNTERS.eager_graphs += 1
+        reason = f"{label}: {type(exc).__name__}: {exc}"
+        COUNTERS.reasons.append(reason)
+        warnings.warn(f"trnscope: graph {label} cannot become one NEFF ({exc}); it runs op by op on neuron",
+                      stacklevel=2)
+        return gm.forward
+    compile_ns = time.perf_counter_ns() - t0
+    COUNTERS.compile_ns += compile_ns
+    return CompiledNeff(gm, compiled, label, compile_ns)
+
+
+def neuron_backend(gm: fx.GraphModule, example_inputs, mode: str | None = None, options=None, **kwargs):
+    from torch._dynamo.backends.common import aot_autograd
+
+    # TorchNeuron compiles one NEFF per shape: a recompile must not turn into a dynamic graph
+    torch._dynamo.config.automatic_dynamic_shapes = False
+    if mode not in (None, "default"):
+        warnings.warn(f"torch.compile mode={mode!r} is not supported by the neuron backend; compiling with "
+                      f"mode='default'", stacklevel=2)
+    counter = {"n": 0}
+
+    def fw(g, ex):
+        counter["n"] += 1
+        return _compile(g, ex, f"fwd{counter['n']}")
+
+    def bw(g, ex):
+        return _compile(g, ex, "bwd")
+
+    return aot_autograd(fw_compiler=fw, bw_compiler=bw)(gm, example_inputs)
+
+
