@@ -79,7 +79,12 @@ def _has_symbolic(example_inputs) -> bool:
 
 
 class CompiledNeff:
-    """The callable Dynamo runs in place of a graph: one device execution per call."""
+    """The callable Dynamo runs in place of a graph: one device execution per call.
+
+    It takes AOTAutograd's boxed calling convention (one list of arguments).
+    """
+
+    _boxed_call = True
 
     def __init__(self, gm: fx.GraphModule, compiled: CompiledGraph, label: str, compile_ns: int):
         self.gm = gm
@@ -88,7 +93,8 @@ class CompiledNeff:
         self.compile_ns = compile_ns
         self._first = True
 
-    def __call__(self, *args):
+    def __call__(self, args):
+        args = list(args)
         core = runtime.core(_device_of(args))
         result: list = []
 
@@ -168,7 +174,9 @@ def _compile(gm: fx.GraphModule, example_inputs, label: str):
         COUNTERS.reasons.append(reason)
         warnings.warn(f"trnscope: graph {label} cannot become one NEFF ({exc}); it runs op by op on neuron",
                       stacklevel=2)
-        return gm.forward
+        from functorch.compile import make_boxed_func
+
+        return make_boxed_func(gm.forward)
     compile_ns = time.perf_counter_ns() - t0
     COUNTERS.compile_ns += compile_ns
     return CompiledNeff(gm, compiled, label, compile_ns)

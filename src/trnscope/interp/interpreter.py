@@ -37,7 +37,7 @@ class Interpreter:
         self.program = program
         self.spec = get_spec() if spec is None else resolve(spec)
         self.memory = Memory(program, self.spec, poison=poison)
-        self.stationary: np.ndarray | None = None  # FP32 [K, M] held in the PE array by LDWEIGHTS
+        self.stationary: np.ndarray | None = None  # FP32 weights held by LDWEIGHTS, as stationary.T [M, K]
         self.executed = 0
 
     # --- inputs and outputs --------------------------------------------------------------------------
@@ -121,23 +121,31 @@ class Interpreter:
 
     # --- TensorE ---------------------------------------------------------------------------------------
     def _load_stationary(self, ins: LoadStationary) -> None:
-        self.stationary = np.array(self._read(ins.src), dtype=F32, copy=True)
+        # a snapshot (later SBUF writes do not change loaded weights), held as stationary.T [M, K] contiguous
+        self.stationary = np.array(nm.to_f32(self._read(ins.src)).T, order="C", copy=True)
 
     def _multiply_moving(self, ins: MultiplyMoving) -> None:
         if self.stationary is None:
             raise ProgramError("MATMUL with no LDWEIGHTS before it on TensorE")
-        stat = self.stationary
+        stat_t = self.stationary
         moving = nm.to_f32(self._read(ins.moving))
-        if moving.shape[0] != stat.shape[0]:
+        if moving.shape[0] != stat_t.shape[1]:
             raise ProgramError(f"contraction mismatch: moving has {moving.shape[0]} partitions, "
-                               f"stationary {stat.shape[0]}")
-        if ins.dst.partitions != stat.shape[1] or ins.dst.free_size != moving.shape[1]:
+                               f"stationary {stat_t.shape[1]}")
+        if ins.dst.partitions != stat_t.shape[0] or ins.dst.free_size != moving.shape[1]:
             raise ProgramError(f"output tile {list(ins.dst.shape)} does not match stationary.T @ moving "
-                               f"[{stat.shape[1]}, {moving.shape[1]}]")
-        result = stat.T @ moving  # FP32 products and FP32 accumulation
+                               f"[{stat_t.shape[0]}, {moving.shape[1]}]")
+        result = stat_t @ moving  # FP32 products and FP32 accumulation
+        if ins.dst.dtype.np != F32:  # validate() requires FP32 PSUM; be exact anyway
+            if ins.accumulate:
+                result += nm.to_f32(self._read(ins.dst))
+            self._write(ins.dst, result)
+            return
+        dst = self.memory.view(ins.dst)
         if ins.accumulate:
-            result += nm.to_f32(self._read(ins.dst))
-        self._write(ins.dst, result)
+            dst += result.reshape(dst.shape)  # read-accumulate-write of PSUM in FP32
+        else:
+            dst[...] = result.reshape(dst.shape)
 
     def _transpose(self, ins: TensorTranspose) -> None:
         src = self._read(ins.src)
@@ -168,14 +176,11 @@ class Interpreter:
             raise ProgramError(f"cannot reduce {ins.axes} innermost dims of {list(inp.shape)}")
         outer = inp.shape[:len(inp.shape) - ins.axes]
         reduced = int(np.prod(inp.shape[len(outer):]))
-        x = self.memory.view(inp).reshape(*outer, reduced)
-        r = nm.reduce(ins.alu, x, axis=-1)
-        if ins.negate:
-            r = -r
         if ins.out.partitions != inp.partitions or ins.out.free_size * reduced != inp.free_size:
             raise ProgramError(f"reducing {ins.axes} innermost dims of {list(inp.shape)} cannot give "
                                f"{list(ins.out.shape)}")
-        self._write(ins.out, r)
+        r = nm.reduce(ins.alu, self.memory.view(inp).reshape(*outer, reduced), axis=-1)
+        self._write(ins.out, -r if ins.negate else r)
 
     def _tensor_scan(self, ins: TensorScan) -> None:
         self._same_size(ins.inp, ins.out, "inp")
@@ -221,7 +226,8 @@ class Interpreter:
             self._same_size(getattr(ins, name), ins.out, name)
         dt = ins.out.dtype.np
         pred = self._read(ins.pred) != 0
-        self._write(ins.out, np.where(pred, nm.cast(self._read(ins.on_true), dt), nm.cast(self._read(ins.on_false), dt)))
+        on_true, on_false = nm.cast(self._read(ins.on_true), dt), nm.cast(self._read(ins.on_false), dt)
+        self._write(ins.out, np.where(pred, on_true, on_false))
 
     def _memset(self, ins: Memset) -> None:
         value = nm.immediate(ins.value)
@@ -232,17 +238,20 @@ class Interpreter:
         self._same_size(ins.inp, ins.out, "inp")
         p = ins.inp.partitions
         x = self._read(ins.inp)
-        identity = (not isinstance(ins.scale, AP) and ins.scale == 1) and (not isinstance(ins.bias, AP) and ins.bias == 0)
+        identity = not isinstance(ins.scale, AP) and ins.scale == 1 and not isinstance(ins.bias, AP) and ins.bias == 0
         if not (identity and ins.func in nm.INT_ONLY_ACTS):
             x = nm.to_f32(x)
             if not identity:
                 x = x * nm.to_f32(self._scalar(ins.scale, p)) + nm.to_f32(self._scalar(ins.bias, p))
         r = nm.activate(ins.func, x)
-        self._write(ins.out, r)
-        if ins.accum_out is not None:
+        total = None
+        if ins.accum_out is not None:  # before writing out: r may be a view of memory that out overlaps
             if ins.accum_out.partitions != p or ins.accum_out.free_size != 1:
                 raise ProgramError(f"accumulate output must be [{p}, 1], got {list(ins.accum_out.shape)}")
-            self._write(ins.accum_out, np.sum(nm.to_f32(r), axis=1, dtype=F32, keepdims=True))
+            total = np.sum(nm.to_f32(r), axis=1, dtype=F32, keepdims=True)
+        self._write(ins.out, r)
+        if total is not None:
+            self._write(ins.accum_out, total)
 
     # --- GpSimdE ------------------------------------------------------------------------------------------
     def _affine(self, ap: AP, base: int, channel_multiplier: int, coefs: tuple[int, ...]) -> np.ndarray:

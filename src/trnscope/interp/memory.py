@@ -25,16 +25,35 @@ POISON_BYTE = 0xFF
 
 class Memory:
     def __init__(self, program: Program, spec, *, poison: bool = True) -> None:
-        fill = POISON_BYTE if poison else 0
         self.partitions = spec.partitions
-        self.sbuf = np.full((spec.partitions, spec.sbuf_bytes_per_partition), fill, dtype=np.uint8)
-        self.psum = np.full((spec.partitions, spec.psum_bytes_per_partition), fill, dtype=np.uint8)
+        # np.zeros maps fresh zero pages lazily; only the bytes some access pattern can reach need the
+        # poison written (filling all 28 MiB of SBUF costs more than many small programs take to run).
+        self.sbuf = np.zeros((spec.partitions, spec.sbuf_bytes_per_partition), dtype=np.uint8)
+        self.psum = np.zeros((spec.partitions, spec.psum_bytes_per_partition), dtype=np.uint8)
+        if poison:
+            reach = _on_chip_reach(program)
+            for mem, space in ((self.sbuf, Space.SBUF), (self.psum, Space.PSUM)):
+                mem[:, :reach[space]] = POISON_BYTE
         self.decls: list[TensorDecl] = list(program.tensors)
         self.hbm: list[np.ndarray] = [_blank(d, poison) for d in self.decls]
+        # AP -> (view, [P, F] view or None). The arrays never move, so a view stays valid until an
+        # HBM tensor is replaced (load_tensor clears the cache); programs reuse few distinct patterns.
+        self._views: dict[AP, tuple[np.ndarray, np.ndarray | None]] = {}
 
     # --- views ---------------------------------------------------------------------------------------
     def view(self, ap: AP) -> np.ndarray:
         """A writable view with shape ``(partitions, *free_shape)`` of the memory ``ap`` addresses."""
+        hit = self._views.get(ap)
+        if hit is None:
+            hit = self._views[ap] = self._make_views(ap)
+        return hit[0]
+
+    def _make_views(self, ap: AP) -> tuple[np.ndarray, np.ndarray | None]:
+        v = self._make_view(ap)
+        flat = v.reshape(ap.partitions, -1)
+        return v, (flat if np.may_share_memory(flat, v) else None)  # else reshape had to copy
+
+    def _make_view(self, ap: AP) -> np.ndarray:
         dt = ap.dtype.np
         isz = dt.itemsize
         if ap.partitions < 1 or any(size < 1 for _, size in ap.dims):
@@ -70,7 +89,10 @@ class Memory:
 
     def read(self, ap: AP) -> np.ndarray:
         """The values ``ap`` addresses, shape ``(partitions, free_size)``. A view where possible: read only."""
-        return self.view(ap).reshape(ap.partitions, -1)
+        hit = self._views.get(ap)
+        if hit is None:
+            hit = self._views[ap] = self._make_views(ap)
+        return hit[1] if hit[1] is not None else hit[0].reshape(ap.partitions, -1)
 
     def write(self, ap: AP, values: np.ndarray) -> None:
         """Store values (already in ``ap``'s dtype) in element order (partition-major, row-major free)."""
@@ -84,10 +106,27 @@ class Memory:
         if tuple(arr.shape) != decl.shape:
             raise ValueError(f"tensor {decl.name!r} has shape {decl.shape}, got an array of shape {arr.shape}")
         self.hbm[index] = np.array(arr, dtype=decl.dtype.np, copy=True).reshape(-1)
+        self._views.clear()
 
     def tensor(self, index: int) -> np.ndarray:
         decl = self.decls[index]
         return self.hbm[index].reshape(decl.shape).copy()
+
+
+def _on_chip_reach(program: Program) -> dict[Space, int]:
+    """Per space, one past the highest byte offset any on-chip access pattern of the program can touch."""
+    reach = {Space.SBUF: 0, Space.PSUM: 0}
+    seen: set[AP] = set()
+    for ins in program.instructions:
+        for ap in (*ins.reads(), *ins.writes()):
+            if ap.space is Space.HBM or ap in seen:
+                continue
+            seen.add(ap)
+            isz = ap.dtype.itemsize
+            end = ap.offset + sum(max(stride, 0) * (size - 1) for stride, size in ap.dims) * isz + isz
+            if end > reach[ap.space]:
+                reach[ap.space] = end
+    return reach
 
 
 def _blank(decl: TensorDecl, poison: bool) -> np.ndarray:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 from ..isa import Act, Alu
@@ -26,6 +27,7 @@ from . import special
 
 F32 = np.dtype(np.float32)
 I64 = np.dtype(np.int64)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 Array = np.ndarray
 
@@ -43,7 +45,12 @@ def is_int_dtype(dt: np.dtype) -> bool:
 
 def to_f32(a: Array) -> Array:
     """Widen to FP32 (the engines' compute type). May return ``a`` itself: never write to the result."""
-    return a if a.dtype == F32 else a.astype(F32)
+    if a.dtype == F32:
+        return a
+    if a.dtype == BF16 and a.size >= 16384:
+        # bf16 is the top half of an FP32: on large tiles a shift is about twice as fast as ml_dtypes' cast
+        return (a.view(np.uint16).astype(np.uint32) << 16).view(F32)
+    return a.astype(F32)
 
 
 def to_i64(a: Array) -> Array:
@@ -85,7 +92,7 @@ def dma_cast(values: Array, dt: np.dtype) -> Array:
     if values.dtype == dt:
         return values
     if not is_int(values) and not is_int_dtype(dt):
-        return to_f32(values).astype(dt)
+        return cast(to_f32(values), dt)
     return cast(values, dt)
 
 
@@ -96,12 +103,14 @@ def numeric(r: Array, domain: np.dtype) -> Array:
 
 
 def immediate(value) -> Array:
-    """An immediate scalar operand: integral values behave as integers, others as FP32."""
-    if isinstance(value, (bool, np.bool_)):
+    """An immediate scalar operand: integral values (2.0, 3, 0xFF) behave as integers, so integer tiles keep
+    integer semantics; others are FP32 (the engines' immediates are FP32). -0.0 stays a float."""
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
         return np.asarray(int(value), dtype=I64)
-    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer()):
-        return np.asarray(int(value), dtype=I64)
-    return np.asarray(value, dtype=F32)
+    v = float(value)
+    if v.is_integer() and abs(v) < 2.0**63 and not (v == 0 and math.copysign(1.0, v) < 0):
+        return np.asarray(int(v), dtype=I64)
+    return np.asarray(v, dtype=F32)
 
 
 # --- ALU ---------------------------------------------------------------------------------------------
