@@ -20,7 +20,8 @@ demo: $(STAMP)
 	$(VENV)/bin/trnscope demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 tests
+	# one BLAS thread per pytest worker: two workers share the two cores
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 tests
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

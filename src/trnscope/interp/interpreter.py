@@ -35,7 +35,8 @@ class Interpreter:
         from ..hw import get_spec, resolve
 
         self.program = program
-        self.spec = get_spec() if spec is None else resolve(spec)
+        # a program runs on the target it was built for unless told otherwise
+        self.spec = resolve(spec) if spec is not None else (resolve(program.target) if program.target else get_spec())
         self.memory = Memory(program, self.spec, poison=poison)
         self.stationary: np.ndarray | None = None  # FP32 weights held by LDWEIGHTS, as stationary.T [M, K]
         self.executed = 0
@@ -374,7 +375,7 @@ def run(program: Program, inputs: Mapping[str, object] | Sequence[object] | None
 
     ``inputs``: arrays by tensor name, or in the order of the program's input tensors (NumPy arrays,
     or CPU torch tensors; values are converted to each tensor's dtype, shapes must match).
-    ``spec``: a HardwareSpec or target name (default :func:`trnscope.hw.get_spec`).
+    ``spec``: a HardwareSpec or target name (default: the program's target).
     ``check``: run :func:`trnscope.isa.validate` first (a :class:`ProgramError` names the instruction).
     ``poison``: start SBUF/PSUM as 0xFF bytes (NaN in float dtypes) and HBM scratch/output tensors as
     NaN, so reading what nobody wrote is visible; ``False`` starts everything at zero.

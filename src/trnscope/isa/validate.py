@@ -66,7 +66,8 @@ def _check_ap(program: Program, spec: HardwareSpec, ap: AP, where: str) -> None:
                            f"(>64 partitions start at 0; 33-64 at 0 or 64; <=32 at 0, 32, 64 or 96)")
     capacity = spec.sbuf_bytes_per_partition if ap.space is Space.SBUF else spec.psum_bytes_per_partition
     end = ap.offset + ap.extent_bytes()
-    if ap.offset < 0 or end > capacity:
+    lowest = ap.offset + sum(min(stride, 0) * (size - 1) for stride, size in ap.dims) * ap.dtype.itemsize
+    if lowest < 0 or end > capacity:
         name = "SBUF" if ap.space is Space.SBUF else "PSUM"
         raise ProgramError(f"{where}: {name} overflow: the tile needs bytes {ap.offset}..{end} of each partition "
                            f"but {name} has {capacity} per partition on {spec.name}; use smaller tiles")
