@@ -69,7 +69,7 @@ def _check_ap(program: Program, spec: HardwareSpec, ap: AP, where: str) -> None:
     lowest = ap.offset + sum(min(stride, 0) * (size - 1) for stride, size in ap.dims) * ap.dtype.itemsize
     if lowest < 0 or end > capacity:
         name = "SBUF" if ap.space is Space.SBUF else "PSUM"
-        raise ProgramError(f"{where}: {name} overflow: the tile needs bytes {ap.offset}..{end} of each partition "
+        raise ProgramError(f"{where}: {name} overflow: the tile needs bytes {lowest}..{end} of each partition "
                            f"but {name} has {capacity} per partition on {spec.name}; use smaller tiles")
 
 
