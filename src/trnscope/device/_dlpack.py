@@ -1,11 +1,20 @@
-"""Owning PrivateUse1 storages from host memory, through DLPack and ctypes (no C++ build).
+"""Owning PrivateUse1 storages over host memory, through DLPack (no C++ build).
 
 PyTorch gives a Python backend no way to register an allocator for PrivateUse1, but its DLPack
 importer maps DLPack's ``kDLExtDev`` device to PrivateUse1 and builds a tensor whose storage owns
-the DLPack buffer: the buffer's deleter runs when the last storage reference dies. This module
-builds such a ``DLManagedTensor`` in ctypes memory around a host buffer we own, so that a
-``neuron`` storage is an ordinary strided ATen storage (real data pointer, real aliasing) and we
-hear about its death through a ctypes callback.
+the DLPack buffer: the producer's deleter runs when the last storage reference dies. So a host
+buffer becomes device memory like this:
+
+1. a CPU uint8 tensor over the buffer (64-byte aligned, from PyTorch's CPU allocator) is viewed
+   as a NumPy array (zero copy) and exported with NumPy's ``__dlpack__``;
+2. the exported ``DLManagedTensor``'s device is relabelled ``kDLExtDev`` (ctypes, in place);
+3. ``torch._C._from_dlpack`` imports it: a ``neuron`` storage with the buffer's address.
+
+NumPy's deleter is C code: it drops the array (and with it the buffer) when the storage dies, and
+leaks instead if the interpreter is gone. We hear of the death through a weak reference to the
+array, whose callback CPython runs with any pending exception saved and restored, so a storage
+freed while an exception unwinds through C++ does not disturb that exception (a ctypes callback
+as deleter would: it cannot run while an error is set).
 
 Everything here is private to :mod:`trnscope.device.memory`.
 """
@@ -13,12 +22,12 @@ Everything here is private to :mod:`trnscope.device.memory`.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from typing import Callable
 
 import torch
 
 K_DL_EXT_DEV = 12  # DLDeviceType.kDLExtDev, which ATen maps to DeviceType::PrivateUse1
-K_DL_UINT = 1
 
 
 class _DLDevice(ctypes.Structure):
@@ -42,61 +51,43 @@ class _DLTensor(ctypes.Structure):
 
 
 class _DLManagedTensor(ctypes.Structure):
-    pass
+    _fields_ = [
+        ("dl_tensor", _DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
 
 
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_DLManagedTensor._fields_ = [
-    ("dl_tensor", _DLTensor),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _DELETER),
-]
-_NULL_DELETER = ctypes.cast(None, _DELETER)
-
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-class Managed:
-    """The ctypes memory one DLPack import refers to; must outlive the storage built from it."""
+def import_host(
+    holder: torch.Tensor, nbytes: int, device_index: int, on_free: Callable[[], None]
+) -> tuple[torch.Tensor, weakref.ref]:
+    """A 1-D uint8 ``neuron`` tensor of ``nbytes`` bytes over the memory of ``holder``.
 
-    __slots__ = ("struct", "shape", "strides")
+    ``holder`` is a contiguous 1-D CPU uint8 tensor of at least max(nbytes, 1) bytes; the neuron
+    storage keeps its memory alive. ``on_free()`` runs once that storage has died. Keep the
+    returned weak reference alive for as long as you want to hear about it.
+    """
+    array = holder.numpy()
+    capsule = array.__dlpack__()
+    managed = _DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    dl = managed.dl_tensor
+    if dl.ndim != 1 or dl.data != holder.data_ptr() or dl.byte_offset != 0:  # pragma: no cover
+        raise RuntimeError("trnscope: unexpected DLPack export from NumPy")
+    dl.device.device_type = K_DL_EXT_DEV
+    dl.device.device_id = device_index
+    dl.shape[0] = nbytes
 
-    def __init__(self, ptr: int, nbytes: int, device_index: int, key: int, deleter) -> None:
-        self.shape = (ctypes.c_int64 * 1)(nbytes)
-        self.strides = (ctypes.c_int64 * 1)(1)
-        mt = _DLManagedTensor()
-        dl = mt.dl_tensor
-        dl.data = ptr
-        dl.device = _DLDevice(K_DL_EXT_DEV, device_index)
-        dl.ndim = 1
-        dl.dtype = _DLDataType(K_DL_UINT, 8, 1)
-        dl.shape = self.shape
-        dl.strides = self.strides
-        dl.byte_offset = 0
-        mt.manager_ctx = key
-        mt.deleter = deleter
-        self.struct = mt
-
-    def disarm(self) -> None:
-        """Stop calling back into Python when the storage dies (used at interpreter exit)."""
-        self.struct.deleter = _NULL_DELETER
-
-
-def make_deleter(on_free: Callable[[int], None]):
-    """A C callback that calls ``on_free(manager_ctx)``; keep the returned object alive."""
-
-    def _cb(mt_ptr):  # runs on whichever thread drops the last storage reference
+    def _dead(_ref, on_free=on_free):
         try:
-            on_free(mt_ptr.contents.manager_ctx)
-        except BaseException:  # never let an exception escape into C++
+            on_free()
+        except BaseException:  # never let bookkeeping fail a deallocation
             pass
 
-    return _DELETER(_cb)
-
-
-def import_buffer(managed: Managed) -> torch.Tensor:
-    """A 1-D uint8 ``neuron`` tensor whose storage owns ``managed`` (via its deleter)."""
-    capsule = _capsule_new(ctypes.addressof(managed.struct), b"dltensor", None)
-    return torch._C._from_dlpack(capsule)
+    ref = weakref.ref(array, _dead)
+    del array
+    return torch._C._from_dlpack(capsule), ref

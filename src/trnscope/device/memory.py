@@ -16,12 +16,13 @@ while the ``neuron`` tensor it came from is alive.
 
 from __future__ import annotations
 
-import atexit
 import threading
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
+
+from trnscope.hw import get_spec
 
 from . import _dlpack
 
@@ -55,22 +56,20 @@ class DeviceMemoryStats:
 class _Block:
     """One device allocation: the host bytes behind one neuron storage."""
 
-    __slots__ = ("ptr", "nbytes", "device", "backing", "host", "managed")
+    __slots__ = ("ptr", "nbytes", "device", "host", "ref")
 
-    def __init__(self, ptr, nbytes, device, backing, host, managed):
+    def __init__(self, ptr, nbytes, device, host):
         self.ptr = ptr
         self.nbytes = nbytes
         self.device = device
-        self.backing = backing  # owning CPU UntypedStorage (keeps the bytes alive)
         self.host = host  # non-owning, non-resizable CPU UntypedStorage over the same bytes
-        self.managed = managed  # ctypes DLManagedTensor the neuron storage was imported from
+        self.ref = None  # weak reference whose death means the neuron storage died
 
 
 _lock = threading.RLock()
 _blocks: dict[int, _Block] = {}
 _stats: dict[int, DeviceMemoryStats] = {}
 _capacity_override: int | None = None
-_exiting = False
 
 
 def _device_stats(index: int) -> DeviceMemoryStats:
@@ -92,19 +91,6 @@ def _on_free(key: int) -> None:
         st.blocks -= 1
 
 
-_deleter = _dlpack.make_deleter(_on_free)
-
-
-@atexit.register
-def _disarm_all() -> None:
-    """Storages that outlive the interpreter (held by C++ statics) must not call into Python."""
-    global _exiting
-    with _lock:
-        _exiting = True
-        for blk in _blocks.values():
-            blk.managed.disarm()
-
-
 # --------------------------------------------------------------------------------------------
 # capacity and statistics
 
@@ -113,8 +99,6 @@ def capacity(device: int = 0) -> int:
     """HBM bytes of one NeuronCore of the target in force (or the :func:`set_capacity` override)."""
     if _capacity_override is not None:
         return _capacity_override
-    from trnscope.hw import get_spec
-
     return int(get_spec().hbm_bytes_per_core)
 
 
@@ -178,32 +162,32 @@ def _reserve(nbytes: int, device: int) -> None:
 # allocation
 
 
-def _import(backing: torch.UntypedStorage, nbytes: int, device: int) -> torch.UntypedStorage:
-    """Make ``backing`` (a CPU storage of at least max(nbytes, 1) bytes) a neuron storage."""
-    ptr = backing.data_ptr()
+def _import(holder: torch.Tensor, nbytes: int, device: int) -> torch.UntypedStorage:
+    """Make the memory of ``holder`` (a 1-D CPU uint8 tensor of max(nbytes, 1) bytes nobody
+    else uses) a neuron storage of ``nbytes`` bytes; ``nbytes`` is already reserved."""
+    ptr = holder.data_ptr()
     with _lock:
         if ptr in _blocks:  # pragma: no cover - would mean two storages over one buffer
+            _unreserve(nbytes, device)
             raise RuntimeError(f"trnscope: host buffer {ptr:#x} is already a neuron storage")
-        _reserve(nbytes, device)
-        inserted = False
-        try:
-            managed = _dlpack.Managed(ptr, nbytes, device, ptr, _deleter)
-            host = torch._C._construct_storage_from_data_pointer(ptr, _CPU, nbytes)
-            _blocks[ptr] = _Block(ptr, nbytes, device, backing, host, managed)
-            inserted = True
-            storage = _dlpack.import_buffer(managed).untyped_storage()
-        except BaseException:
-            # undo the reservation unless the storage's deleter already returned it
-            if not inserted or _blocks.pop(ptr, None) is not None:
-                st = _device_stats(device)
-                st.allocated -= nbytes
-                st.blocks -= 1
-                st.num_allocs -= 1
-                st.allocated_total -= nbytes
-            raise
-        if _exiting:
-            managed.disarm()
-    return storage
+        blk = _Block(ptr, nbytes, device, torch._C._construct_storage_from_data_pointer(ptr, _CPU, nbytes))
+        _blocks[ptr] = blk
+    try:
+        tensor, blk.ref = _dlpack.import_host(holder, nbytes, device, lambda: _on_free(ptr))
+    except BaseException:
+        with _lock:  # unless the export's deleter already returned it, undo the reservation
+            if _blocks.pop(ptr, None) is not None:
+                _unreserve(nbytes, device)
+        raise
+    return tensor.untyped_storage()
+
+
+def _unreserve(nbytes: int, device: int) -> None:
+    st = _device_stats(device)
+    st.allocated -= nbytes
+    st.blocks -= 1
+    st.num_allocs -= 1
+    st.allocated_total -= nbytes
 
 
 def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
@@ -211,13 +195,16 @@ def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
     nbytes = int(nbytes)
     if nbytes < 0:
         raise RuntimeError(f"trnscope: negative allocation size {nbytes}")
-    with _lock:  # check before touching host memory: an oversize request must not exhaust the host
-        st = _device_stats(device)
-        if nbytes > capacity(device) - st.allocated:
-            _reserve(nbytes, device)  # raises
-    # at least one byte, so that every live block has a distinct, non-null address
-    backing = torch.empty(max(nbytes, 1), dtype=torch.uint8).untyped_storage()
-    return _import(backing, nbytes, device)
+    with _lock:  # account first: an oversize request must not touch host memory
+        _reserve(nbytes, device)
+    try:
+        # at least one byte, so that every live block has a distinct, non-null address
+        holder = torch.empty(max(nbytes, 1), dtype=torch.uint8)
+    except BaseException:
+        with _lock:
+            _unreserve(nbytes, device)
+        raise
+    return _import(holder, nbytes, device)
 
 
 def adopt(cpu_storage: torch.UntypedStorage, device: int = 0) -> torch.UntypedStorage:
@@ -225,7 +212,10 @@ def adopt(cpu_storage: torch.UntypedStorage, device: int = 0) -> torch.UntypedSt
     nbytes = cpu_storage.nbytes()
     if nbytes == 0:
         return allocate(0, device)
-    return _import(cpu_storage, nbytes, device)
+    with _lock:
+        _reserve(nbytes, device)
+    holder = torch.empty(0, dtype=torch.uint8).set_(cpu_storage, 0, [nbytes], [1])
+    return _import(holder, nbytes, device)
 
 
 def storage_nbytes(size: Sequence[int], stride: Sequence[int], itemsize: int, offset: int = 0) -> int:
@@ -247,9 +237,12 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
     return strides
 
 
+_set_storage_boxed = _SET_STORAGE._handle.redispatch_boxed
+
+
 def set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
     """Point ``t`` (a neuron tensor) at ``storage`` with this geometry; metadata only."""
-    return _SET_STORAGE.redispatch(_CPU_KEYSET, t, storage, offset, list(size), list(stride))
+    return _set_storage_boxed(_CPU_KEYSET, t, storage, offset, list(size), list(stride))
 
 
 def wrap(storage, dtype: torch.dtype, size, stride, offset: int = 0) -> torch.Tensor:

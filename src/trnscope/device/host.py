@@ -1,0 +1,371 @@
+"""Host execution of ATen ops on ``neuron`` tensors: exact PyTorch numerics, zero copy.
+
+:func:`run` is what :meth:`trnscope.device.dispatch.OpCall.run_on_host` calls. A few ops are
+implemented here directly (allocation, views, resize/set, cross-device copies, scalar reads);
+every other op is run by ATen's CPU kernel on CPU views of the same device bytes
+(:func:`trnscope.device.memory.host_view`), and its results are mapped back:
+
+* a result that is one of the argument views (in-place and ``out=`` ops) becomes that argument's
+  ``neuron`` tensor again (with its geometry updated if the kernel resized or re-strided it);
+* a result that aliases an argument's memory (view ops) becomes a ``neuron`` view of that
+  argument's storage with the same sizes, strides and offset;
+* a fresh result gives its host buffer to a new ``neuron`` storage (no copy) and is accounted as
+  an allocation.
+
+Nothing here dispatches an op on a ``neuron`` tensor, so one op reaching the device is exactly
+one call of the entry point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import _devices, memory, rng
+
+BACKEND = _devices.BACKEND
+_CPU = torch.device("cpu")
+_CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_aten = torch.ops.aten
+
+# ops whose CPU kernels accept CPU index tensors next to device tensors, as CUDA's do
+_MIXED_DEVICE_OK = {
+    "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
+    "aten::_unsafe_index", "aten::_unsafe_index_put", "aten::copy_", "aten::set_",
+}
+
+
+class _OpInfo:
+    __slots__ = ("seeded", "out_names", "check_devices")
+
+    def __init__(self, op) -> None:
+        schema = op._schema
+        self.seeded = torch.Tag.nondeterministic_seeded in op.tags
+        self.out_names = tuple(
+            a.name for a in schema.arguments
+            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+        )
+        self.check_devices = schema.name not in _MIXED_DEVICE_OK
+
+
+_infos: dict[Any, _OpInfo] = {}
+
+
+def _info(op) -> _OpInfo:
+    info = _infos.get(op)
+    if info is None:
+        info = _infos[op] = _OpInfo(op)
+    return info
+
+
+def _is_neuron(t: torch.Tensor) -> bool:
+    return t.device.type == BACKEND
+
+
+class _Mapping:
+    """Arguments mapped to the host for one op, and the way back."""
+
+    __slots__ = ("views", "bases", "cpu", "device", "adopted")
+
+    def __init__(self) -> None:
+        self.views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(host view) -> (view, neuron)
+        self.bases: dict[int, torch.Tensor] = {}  # storage address -> a neuron tensor on it
+        self.cpu: list[torch.Tensor] = []  # CPU tensors among the arguments
+        self.device: int | None = None
+        self.adopted: dict[int, torch.UntypedStorage] = {}
+
+    def to_host(self, x):
+        if isinstance(x, torch.Tensor):
+            if _is_neuron(x):
+                if self.device is None:
+                    self.device = x.device.index or 0
+                v = memory.host_view(x)
+                self.views[id(v)] = (v, x)
+                ptr = x.untyped_storage().data_ptr()
+                if ptr:
+                    self.bases[ptr] = x
+                return v
+            self.cpu.append(x)
+            return x
+        t = type(x)
+        if t is list or t is tuple:
+            return t(self.to_host(i) for i in x)
+        if t is torch.device and x.type == BACKEND:
+            if self.device is None:
+                self.device = _devices.index_of(x)
+            return _CPU
+        return x
+
+    def check_devices(self, op) -> None:
+        if self.views and self.cpu:
+            for c in self.cpu:
+                if c.dim() > 0 and c.device.type == "cpu":
+                    raise RuntimeError(
+                        "Expected all tensors to be on the same device, but found at least two "
+                        f"devices, {BACKEND}:{self.device or 0} and cpu! (when running {op.name()})"
+                    )
+
+    def from_host(self, o):
+        if isinstance(o, torch.Tensor):
+            hit = self.views.get(id(o))
+            if hit is not None and hit[0] is o:
+                return _sync_geometry(hit[1], o, self)
+            st = o.untyped_storage()
+            ptr = st.data_ptr()
+            base = self.bases.get(ptr) if ptr else None
+            if base is not None:  # a view of an argument's memory
+                return memory.wrap(base.untyped_storage(), o.dtype, o.size(), o.stride(), o.storage_offset())
+            nst = self.adopted.get(ptr) if ptr else None
+            if nst is None:
+                if ptr and any(ptr == c.untyped_storage().data_ptr() for c in self.cpu):
+                    o = o.clone()  # never hand a CPU argument's memory to the device
+                    st = o.untyped_storage()
+                    ptr = st.data_ptr()
+                nst = memory.adopt(st, self.device or 0)
+                if ptr:
+                    self.adopted[ptr] = nst
+            return memory.wrap(nst, o.dtype, o.size(), o.stride(), o.storage_offset())
+        t = type(o)
+        if t is list or t is tuple:
+            return t(self.from_host(i) for i in o)
+        return o
+
+
+def _sync_geometry(n: torch.Tensor, v: torch.Tensor, mapping: _Mapping | None = None) -> torch.Tensor:
+    """Carry a kernel's metadata change of host view ``v`` (resize, restride, set_) over to ``n``."""
+    vptr = v.untyped_storage().data_ptr()
+    nst = n.untyped_storage()
+    if vptr != nst.data_ptr():
+        base = mapping.bases.get(vptr) if (mapping is not None and vptr) else None
+        if base is None:
+            raise RuntimeError(
+                "trnscope: a kernel moved a neuron tensor onto memory that is not device memory"
+            )
+        nst = base.untyped_storage()
+    elif v.size() == n.size() and v.stride() == n.stride() and v.storage_offset() == n.storage_offset():
+        return n
+    memory.set_metadata(n, nst, v.storage_offset(), v.size(), v.stride())
+    return n
+
+
+# --------------------------------------------------------------------------------------------
+# generic: ATen's CPU kernel on host views
+
+
+def _compute(op, args: tuple, kwargs: dict, host_op=None):
+    """Run ``host_op`` (default: ``op`` itself) on host views of ``op``'s arguments."""
+    info = _info(op)
+    call = host_op if host_op is not None else op
+    m = _Mapping()
+    hargs = m.to_host(args)
+    hkwargs = {k: m.to_host(v) for k, v in kwargs.items()} if kwargs else {}
+    if info.check_devices:
+        m.check_devices(op)
+    try:
+        if info.seeded and kwargs.get("generator") is None:
+            with rng.active():
+                out = call(*hargs, **hkwargs)
+        else:
+            out = call(*hargs, **hkwargs)
+    except RuntimeError as e:
+        if info.out_names and "not resizable" in str(e):
+            return _compute_growing_outs(op, args, kwargs, info)
+        raise
+    return m.from_host(out)
+
+
+def _compute_growing_outs(op, args: tuple, kwargs: dict, info: _OpInfo):
+    """An ``out=`` op whose outputs need more memory than they have: compute into fresh host
+    tensors, then move the ``neuron`` outputs onto those buffers (as ``resize_`` would)."""
+    m = _Mapping()
+    hargs = m.to_host(args)
+    hkwargs: dict = {}
+    fresh: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    for k, v in kwargs.items():
+        if k in info.out_names and isinstance(v, torch.Tensor) and _is_neuron(v):
+            h = torch.empty(0, dtype=v.dtype)
+            fresh[id(h)] = (h, v)
+            hkwargs[k] = h
+        else:
+            hkwargs[k] = m.to_host(v)
+    if info.seeded and kwargs.get("generator") is None:
+        with rng.active():
+            out = op(*hargs, **hkwargs)
+    else:
+        out = op(*hargs, **hkwargs)
+    for h, n in fresh.values():
+        nst = memory.adopt(h.untyped_storage(), n.device.index or 0)
+        memory.set_metadata(n, nst, h.storage_offset(), h.size(), h.stride())
+
+    def back(o):
+        if isinstance(o, torch.Tensor) and id(o) in fresh:
+            return fresh[id(o)][1]
+        if type(o) in (list, tuple):
+            return type(o)(back(i) for i in o)
+        return m.from_host(o)
+
+    return back(out)
+
+
+# --------------------------------------------------------------------------------------------
+# the ops that must be special
+
+
+def _check_layout(layout) -> None:
+    if layout is not None and layout != torch.strided:
+        raise RuntimeError(f"{BACKEND} tensors support only the strided layout, not {layout}")
+
+
+def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    _check_layout(layout)
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    size = [int(s) for s in size]
+    if memory_format in (None, torch.contiguous_format, torch.preserve_format):
+        stride = memory.contiguous_strides(size)
+    else:
+        stride = torch.empty(size, dtype=dtype, device="meta", memory_format=memory_format).stride()
+    return memory.empty_strided(size, stride, dtype, _devices.index_of(device))
+
+
+def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    _check_layout(layout)
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    return memory.empty_strided(size, stride, dtype, _devices.index_of(device))
+
+
+def _view(self, size):
+    return _aten.view.default.redispatch(_CPU_KEYSET, self, size)
+
+
+def _as_strided(self, size, stride, storage_offset=None):
+    return _aten.as_strided.default.redispatch(_CPU_KEYSET, self, size, stride, storage_offset)
+
+
+def _reshape_alias(self, size, stride):
+    return _aten._reshape_alias.default.redispatch(_CPU_KEYSET, self, size, stride)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    return memory.host_view(t) if _is_neuron(t) else t
+
+
+def _copy_from(self, dst, non_blocking=False):
+    _host(dst).copy_(_host(self))
+    return dst
+
+
+def _copy_from_and_resize(self, dst):
+    if _is_neuron(dst):
+        _resize_(dst, self.size())
+    else:
+        dst.resize_(self.size())
+    _host(dst).copy_(_host(self))
+    return dst
+
+
+def _local_scalar_dense(self):
+    return memory.host_view(self).item()
+
+
+def _resize_(self, size, memory_format=None):
+    size = [int(s) for s in size]
+    if memory_format is None or memory_format == torch.preserve_format:
+        if list(self.size()) == size:
+            return self
+        stride = memory.contiguous_strides(size)
+    elif memory_format == torch.contiguous_format:
+        stride = memory.contiguous_strides(size)
+    else:
+        stride = torch.empty(size, device="meta", memory_format=memory_format).stride()
+    offset = self.storage_offset()
+    itemsize = self.element_size()
+    needed = memory.storage_nbytes(size, stride, itemsize, offset)
+    st = self.untyped_storage()
+    if needed > st.nbytes():
+        # a new, larger storage keeping the old bytes. Unlike ATen's resize_ (which grows the
+        # StorageImpl in place), other tensors on the old storage keep the old storage.
+        new = memory.allocate(needed, self.device.index or 0)
+        if st.nbytes():
+            memory.host_bytes(new)[: st.nbytes()].copy_(memory.host_bytes(st))
+        st = new
+    return memory.set_metadata(self, st, offset, size, stride)
+
+
+def _set_storage_offset(self, source, storage_offset, size, stride=()):
+    if not stride:
+        stride = memory.contiguous_strides(size)
+    return memory.set_metadata(self, source, storage_offset, size, stride)
+
+
+def _set_storage(self, source):
+    return memory.set_metadata(self, source, 0, [source.nbytes() // self.element_size()], [1])
+
+
+def _set_tensor(self, source):
+    if source.device.type != BACKEND:
+        raise RuntimeError(
+            f'Attempted to set the storage of a tensor on device "{self.device}" to a storage on '
+            f'different device "{source.device}".  This is no longer allowed; the devices must match.'
+        )
+    return memory.set_metadata(
+        self, source.untyped_storage(), source.storage_offset(), source.size(), source.stride()
+    )
+
+
+def _set_empty(self):
+    return memory.set_metadata(self, memory.allocate(0, self.device.index or 0), 0, [0], [1])
+
+
+def _convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    # ATen hands convolutions on backends it has no convolution for to this op; the host computes
+    # them with the same ATen convolution (and algorithm choice) as on CPU
+    return _compute(
+        _aten.convolution_overrideable.default,
+        (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {},
+        host_op=_aten.convolution.default,
+    )
+
+
+def _convolution_backward_overrideable(
+    grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask
+):
+    bias_sizes = [weight.size(1) * groups] if transposed else [weight.size(0)]
+    return _compute(
+        _aten.convolution_backward_overrideable.default,
+        (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+         output_padding, groups, output_mask), {},
+        host_op=_aten.convolution_backward.default,
+    )
+
+
+def _record_stream(self, s):
+    return None  # execution is in order on one queue: nothing to record
+
+
+SPECIAL: dict[Any, Any] = {
+    _aten.empty.memory_format: _empty_memory_format,
+    _aten.empty_strided.default: _empty_strided,
+    _aten.view.default: _view,
+    _aten.as_strided.default: _as_strided,
+    _aten._reshape_alias.default: _reshape_alias,
+    _aten._copy_from.default: _copy_from,
+    _aten._copy_from_and_resize.default: _copy_from_and_resize,
+    _aten._local_scalar_dense.default: _local_scalar_dense,
+    _aten.resize_.default: _resize_,
+    _aten.set_.source_Storage_storage_offset: _set_storage_offset,
+    _aten.set_.source_Storage: _set_storage,
+    _aten.set_.source_Tensor: _set_tensor,
+    _aten.set_.default: _set_empty,
+    _aten.record_stream.default: _record_stream,
+    _aten.convolution_overrideable.default: _convolution_overrideable,
+    _aten.convolution_backward_overrideable.default: _convolution_backward_overrideable,
+}
+
+
+def run(op, args: tuple, kwargs: dict):
+    """Execute ``op`` on the host; results are ``neuron`` tensors (see the module docstring)."""
+    fn = SPECIAL.get(op)
+    if fn is not None:
+        return fn(*args, **kwargs)
+    return _compute(op, args, kwargs)

@@ -1,0 +1,95 @@
+"""Kernel registrations for the PrivateUse1 (``neuron``) dispatch key.
+
+All of them forward to :func:`trnscope.device.dispatch.execute`: a boxed fallback catches every
+op that has no PrivateUse1 kernel and no composite kernel, and explicit registrations cover the
+ops that must be special (see :data:`trnscope.device.host.SPECIAL`) because ATen has no generic
+kernel for them that could reach the fallback.
+
+A handful of ATen ops have both a CPU kernel and a composite "math" kernel: CompositeExplicit
+(``native_layer_norm``, ``native_group_norm``, ``addr``, ``any.dims``...), which the dispatcher
+prefers to a backend fallback, or CompositeImplicit with an autograd formula (``silu_backward``,
+``mish_backward``), which autograd uses for a backend without a kernel of its own. Either way they
+would decompose on ``neuron`` into other ops, with numbers that differ from CPU in the last bit.
+Like CUDA, which has its own kernels for them, ``neuron`` takes them whole: they are registered
+explicitly too (:func:`host_backed_composites`).
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import torch
+
+from . import dispatch, host
+
+KEY = "PrivateUse1"
+
+_fallback_lib: torch.library.Library | None = None
+_impl_lib: torch.library.Library | None = None
+
+
+def _release(exc: BaseException) -> None:
+    """After an out-of-memory error, drop the device tensors our frames hold (as the exception's
+    traceback would keep them alive), so that freeing the user's tensors frees the device."""
+    traceback.clear_frames(exc.__traceback__)
+
+
+def _fallback(op, *args, **kwargs):
+    try:
+        return dispatch.execute(op, args, kwargs)
+    except torch.OutOfMemoryError as exc:
+        del args, kwargs
+        _release(exc)
+        raise
+
+
+def _forward(op):
+    def kernel(*args, **kwargs):
+        try:
+            return dispatch.execute(op, args, kwargs)
+        except torch.OutOfMemoryError as exc:
+            del args, kwargs
+            _release(exc)
+            raise
+
+    kernel.__name__ = f"neuron_{op.name().replace('::', '_').replace('.', '_')}"
+    return kernel
+
+
+def register() -> None:
+    """Install the kernels (once); the libraries live as long as the process."""
+    global _fallback_lib, _impl_lib
+    if _fallback_lib is not None:
+        return
+    fb = torch.library.Library("_", "IMPL")
+    fb.fallback(_fallback, KEY)
+    impl = torch.library.Library("aten", "IMPL")
+    for op in list(host.SPECIAL) + host_backed_composites():
+        impl.impl(op.name()[len("aten::"):], _forward(op), KEY)
+    _fallback_lib, _impl_lib = fb, impl
+
+
+def _overload(name: str):
+    packet, _, overload = name[len("aten::"):].partition(".")
+    return getattr(getattr(torch.ops.aten, packet), overload or "default")
+
+
+def host_backed_composites() -> list:
+    """ATen ops with a CPU kernel that would otherwise decompose on PrivateUse1 (see above)."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    ops = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::") or not has(name, "CPU"):
+            continue
+        if has(name, "CompositeExplicitAutograd") or (
+            has(name, "CompositeImplicitAutograd") and has(name, "Autograd")
+        ):
+            op = _overload(name)
+            if op not in host.SPECIAL:
+                ops.append(op)
+    return sorted(ops, key=lambda o: o.name())
+
+
+def registered_ops() -> list[str]:
+    """Names of the ops with an explicit PrivateUse1 kernel of ours."""
+    return sorted(op.name() for op in list(host.SPECIAL) + host_backed_composites())
