@@ -25,8 +25,9 @@ class UsageError(Exception):
 def commands() -> list[Command]:
     from .demo import DemoCommand
     from .inspect_cmd import InspectCommand
+    from .run_cmd import RunCommand
 
-    return [DemoCommand(), InspectCommand()]
+    return [RunCommand(), DemoCommand(), InspectCommand()]
 
 
 def main(argv: list[str] | None = None) -> int:

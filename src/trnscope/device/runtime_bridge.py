@@ -50,6 +50,21 @@ def _tensors(obj) -> list[torch.Tensor]:
     return []
 
 
+_INTERNAL = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _user_frame() -> tuple[str, int, str]:
+    """The innermost caller outside torch and trnscope: where a warning should point."""
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith(_INTERNAL) or f.f_code.co_filename.startswith("<")):
+        f = f.f_back
+    if f is None:
+        return "<unknown>", 0, "trnscope"
+    return f.f_code.co_filename, f.f_lineno, f.f_globals.get("__name__", "")
+
+
 def _device_index(call: OpCall) -> int:
     for t in _tensors(call.args) + _tensors(call.kwargs):
         if t.device.type == "neuron":
@@ -120,8 +135,10 @@ class RuntimeExecutor:
             if name in self._warned:
                 return
             self._warned.add(name)
-        warnings.warn(f"trnscope: {name} runs on the CPU ({why}); it is marked as a CPU fallback in profiles. "
-                      f"Set {FALLBACK_ENV}=1 to make this an error.", CpuFallbackWarning, stacklevel=4)
+        filename, lineno, module = _user_frame()
+        warnings.warn_explicit(f"trnscope: {name} runs on the CPU ({why}); it is marked as a CPU fallback in "
+                               f"profiles. Set {FALLBACK_ENV}=1 to make this an error.", CpuFallbackWarning,
+                               filename, lineno, module=module)
 
     def _copy(self, call: OpCall, core: runtime.NeuronCoreRuntime) -> Any:
         src, dst = call.args[0], call.args[1]

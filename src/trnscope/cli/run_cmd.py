@@ -1,0 +1,77 @@
+"""``trnscope run SCRIPT [ARGS]``: run a PyTorch script on the emulated NeuronCore.
+
+For the run, ``import torch_neuronx`` and ``from torch_neuronx.profiling import NeuronConfig,
+ProfileMode, NeuronProfiler`` resolve to trnscope, so scripts written for TorchNeuron run
+unmodified. ``--profile DIR`` profiles the whole script (DEVICE + RUNTIME) into DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+import types
+from pathlib import Path
+
+from rich.console import Console
+
+
+def install_torch_neuronx_alias() -> types.ModuleType:
+    """Make ``torch_neuronx`` (and ``torch_neuronx.profiling``) name trnscope for this process."""
+    import torch
+
+    import trnscope
+
+    trnscope.enable_device()
+    mod = types.ModuleType("torch_neuronx", "trnscope standing in for TorchNeuron")
+    mod.__path__ = []  # a package, so `torch_neuronx.profiling` can be imported
+    neuron = torch.neuron
+    for name in ("synchronize", "device_count", "is_available", "current_device", "set_device", "Stream",
+                 "Event", "manual_seed", "manual_seed_all"):
+        if hasattr(neuron, name):
+            setattr(mod, name, getattr(neuron, name))
+    if hasattr(neuron, "stream"):
+        mod.stream = neuron.stream
+    sys.modules["torch_neuronx"] = mod
+    try:
+        from trnscope import profiling
+
+        mod.profiling = profiling
+        sys.modules["torch_neuronx.profiling"] = profiling
+    except ImportError:  # profiling not available: the alias still serves the device
+        pass
+    return mod
+
+
+class RunCommand:
+    name = "run"
+    help = "run a PyTorch script on the emulated NeuronCore (torch_neuronx imports resolve to trnscope)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("script", type=Path)
+        parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+        parser.add_argument("--profile", type=Path, metavar="DIR",
+                            help="profile the whole run (DEVICE + RUNTIME modes) into DIR")
+
+    def run(self, args: argparse.Namespace, console: Console) -> int:
+        script: Path = args.script
+        if not script.is_file():
+            raise ValueError(f"{script}: no such script")
+        install_torch_neuronx_alias()
+        saved_argv = sys.argv
+        sys.argv = [str(script), *args.args]
+        sys.path.insert(0, str(script.resolve().parent))
+        try:
+            if args.profile:
+                from ..profiling.whole_run import profile_whole_run
+
+                with profile_whole_run(args.profile, console):
+                    runpy.run_path(str(script), run_name="__main__")
+            else:
+                runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exc:
+            return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+        finally:
+            sys.argv = saved_argv
+            sys.path.remove(str(script.resolve().parent))
+        return 0
