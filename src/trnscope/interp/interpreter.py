@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..isa import (
-    AP, Activation, Alu, AffineSelect, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, Iota,
+    AP, Activation, Alu, AffineSelect, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, Iota, Random,
     LoadStationary, Memset, MultiplyMoving, PartitionReduce, Program, ProgramError, Select, SemaphoreSet,
     SemaphoreWait, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
     execution_order, validate,
@@ -288,6 +288,20 @@ class Interpreter:
             raise ProgramError(f"partition reduce of {list(ins.inp.shape)} writes [1, {ins.inp.free_size}]")
         self._write(ins.out, nm.reduce(ins.alu, self._read(ins.inp), axis=0))
 
+    def _random(self, ins: Random) -> None:
+        # a deterministic stream per instruction: the device's own generator, not torch's
+        rng = np.random.default_rng(ins.seed)
+        shape = (ins.out.partitions, ins.out.free_size)
+        if ins.dist == "uniform":
+            v = rng.uniform(ins.a, ins.b, shape)
+        elif ins.dist == "normal":
+            v = rng.normal(ins.a, ins.b, shape)
+        elif ins.dist == "bernoulli":
+            v = (rng.random(shape) < ins.a).astype(np.float64)
+        else:
+            v = rng.exponential(1.0 / ins.a, shape)
+        self._write(ins.out, nm.cast(v.astype(np.float32), ins.out.dtype.np))
+
     # --- Sync ---------------------------------------------------------------------------------------------
     def _nothing(self, ins: Instruction) -> None:
         """Semaphores only order instructions; execution_order has already honoured them."""
@@ -361,6 +375,7 @@ class Interpreter:
         Iota: _iota,
         AffineSelect: _affine_select,
         PartitionReduce: _partition_reduce,
+        Random: _random,
         SemaphoreWait: _nothing,
         SemaphoreSet: _nothing,
         Dma: _dma,

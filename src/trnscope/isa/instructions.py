@@ -365,6 +365,21 @@ class PartitionReduce(Instruction):
     out: AP
 
 
+@dataclass(slots=True, kw_only=True)
+class Random(Instruction):
+    """Fill ``out`` with random numbers (the NKI ``rng`` family) drawn from ``dist``:
+    uniform [a, b), normal (mean a, std b), bernoulli (p = a), exponential (rate a)."""
+    ENGINE: ClassVar[Engine] = Engine.GPSIMD
+    OPCODE: ClassVar[str] = "RNG"
+    READS: ClassVar[tuple[str, ...]] = ()
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+    out: AP
+    dist: str = "uniform"
+    a: float = 0.0
+    b: float = 1.0
+    seed: int = 0
+
+
 # --- Sync engine -------------------------------------------------------------------------------------
 
 @dataclass(slots=True, kw_only=True)
@@ -438,5 +453,5 @@ INSTRUCTION_TYPES: dict[str, type[Instruction]] = {
     cls.__name__: cls
     for cls in (LoadStationary, MultiplyMoving, TensorTranspose, TensorTensor, TensorScalar, TensorReduce,
                 TensorScan, BnStats, BnAggr, TensorCopy, Select, Memset, Activation, Iota, AffineSelect,
-                PartitionReduce, SemaphoreWait, SemaphoreSet, Dma, DmaGather, DmaScatter)
+                PartitionReduce, Random, SemaphoreWait, SemaphoreSet, Dma, DmaGather, DmaScatter)
 }

@@ -7,11 +7,14 @@ from .ap import AP, Space
 from .errors import ProgramError
 from .instructions import (
     Activation, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, LoadStationary, MultiplyMoving,
-    PartitionReduce, Select, SemaphoreSet, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor,
+    PartitionReduce, Random, Select, SemaphoreSet, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor,
     TensorTranspose,
 )
 from .order import execution_order
 from .program import Program
+
+
+RANDOM_DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential")
 
 
 def validate(program: Program, spec: HardwareSpec) -> None:
@@ -152,6 +155,10 @@ def _check_engine_rules(ins: Instruction, spec: HardwareSpec, where: str, statio
     elif isinstance(ins, PartitionReduce):
         if ins.out.partitions != 1 or ins.out.free_size != ins.inp.free_size:
             raise ProgramError(f"{where}: partition reduce of {ins.inp.shape} writes [1, {ins.inp.free_size}]")
+    elif isinstance(ins, Random):
+        if ins.dist not in RANDOM_DISTRIBUTIONS or not ins.out.dtype.is_float:
+            raise ProgramError(f"{where}: rng draws {', '.join(RANDOM_DISTRIBUTIONS)} into a float tile, got "
+                               f"{ins.dist!r} into {ins.out.dtype.value}")
     elif isinstance(ins, Dma):
         _check_dma(ins, where)
     elif isinstance(ins, (DmaGather, DmaScatter)):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..hw import HardwareSpec
 from ..isa import (
     AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, Iota,
-    LoadStationary, Memset, MultiplyMoving, PartitionReduce, Select, SemaphoreSet, SemaphoreWait, Space,
+    LoadStationary, Memset, MultiplyMoving, PartitionReduce, Random, Select, SemaphoreSet, SemaphoreWait, Space,
     TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
 )
 
@@ -99,6 +99,9 @@ def compute_cycles(ins: Instruction, spec: HardwareSpec) -> float:
     elif isinstance(ins, Activation):
         cycles = max(min_ii, n) + (min_ii if ins.accum_out is not None else 0)
     elif isinstance(ins, (Iota, AffineSelect)):
+        cycles = spec.gpsimd_start_cycles + n
+    elif isinstance(ins, Random):
+        # no published cost: a generator like iota, GPSIMD_START + N (derived)
         cycles = spec.gpsimd_start_cycles + n
     elif isinstance(ins, PartitionReduce):
         cycles = spec.gpsimd_start_cycles + PARTITION_REDUCE_CYCLES_PER_ELEMENT * n
