@@ -1,11 +1,12 @@
 # `make demo` and `make test` are all a newcomer needs: each creates or reuses .venv
 # and installs what it needs (torch 2.13.0 CPU, the package, test tools).
 PYTHON ?= python3
+SUDO := $(shell command -v sudo 2>/dev/null)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trnscope-installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install browser bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,7 +20,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/trnscope demo
 
-test: $(STAMP)
+# Debian's Chromium for the explorer's end-to-end tests (Playwright drives /usr/bin/chromium)
+browser:
+	@test -x /usr/bin/chromium || { \
+	  echo "installing Chromium for the browser tests (apt-get)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	  $(SUDO) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null'; }
+
+test: $(STAMP) browser
 	# one BLAS thread per pytest worker: two workers share the two cores
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 tests
 
