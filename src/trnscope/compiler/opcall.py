@@ -2,10 +2,10 @@
 
 - ``name``: ``aten::<op>`` plus ``.<overload>`` unless the overload is ``default``.
 - ``inputs``: the call's tensor arguments in schema order (a Tensor[] argument contributes each of
-  its tensors); an absent optional tensor and a wrapped Python number (a 0-dim CPU tensor such as
-  the ``1.0`` in ``x + 1.0``) contribute ``None``.
-- ``attrs``: every non-tensor argument by its schema name (defaults filled in), wrapped numbers by
-  name as Python scalars, and ``<name>_count`` for each Tensor[] argument.
+  its tensors); an absent optional tensor, and a 0-dim CPU tensor in a call on device tensors (a
+  Python number such as the ``1.0`` in ``x + 1.0``), contribute ``None``.
+- ``attrs``: every non-tensor argument by its schema name (defaults filled in), such 0-dim CPU
+  tensors by name as Python scalars, and ``<name>_count`` for each Tensor[] argument.
 - ``outputs``: the tensors the op returns (for in-place and out= ops, the tensor it writes).
 """
 
@@ -73,15 +73,13 @@ def functional_name(op: torch._ops.OpOverload) -> str:
     return name
 
 
-def _is_wrapped_number(v: Any) -> bool:
-    return isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu" and \
-        torch._C._is_wrapped_number(v) if hasattr(torch._C, "_is_wrapped_number") else False
-
-
 def from_aten(op: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs) -> OpCall:
     schema = op._schema
     inputs: list[TensorMeta | None] = []
     attrs: dict[str, Any] = {}
+    # A 0-dim CPU tensor next to device tensors is a value (PyTorch allows it, e.g. `x + 1.0`);
+    # in an all-CPU call (the kernel tests) it is a tensor like any other.
+    on_device = any(t.device.type != "cpu" for t in _flat_tensors(args) + _flat_tensors(list(kwargs.values())))
     for i, arg in enumerate(schema.arguments):
         if arg.is_out:
             continue  # out= tensors are the call's outputs, not its inputs
@@ -94,7 +92,7 @@ def from_aten(op: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs) -> 
         else:
             v = None
         if isinstance(v, torch.Tensor):
-            if v.dim() == 0 and v.device.type == "cpu" and not _is_device(v):
+            if on_device and v.dim() == 0 and v.device.type == "cpu":
                 inputs.append(None)
                 attrs[arg.name] = v.item()
             else:
@@ -111,8 +109,14 @@ def from_aten(op: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs) -> 
     return OpCall.make(functional_name(op), inputs, out_metas, attrs)
 
 
-def _is_device(t: torch.Tensor) -> bool:
-    return t.device.type != "cpu"
+def _flat_tensors(values) -> list[torch.Tensor]:
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(x for x in v if isinstance(x, torch.Tensor))
+    return out
 
 
 def _is_tensor_type(arg) -> bool:

@@ -110,6 +110,10 @@ class RuntimeExecutor:
             core.record_fallback(name, reason=str(exc))
             self._warn(name, str(exc))
             return result
+        except Exception as exc:  # a kernel bug must not break the user's program: report it loudly
+            core.record_fallback(name, reason=f"kernel error: {exc!r}")
+            self._warn(name, f"its kernel failed for this call: {exc!r}; please report it")
+            return result
         core.execute(opcall)
         return result
 
@@ -157,7 +161,9 @@ class RuntimeExecutor:
 
 
 def _outputs(call: OpCall, result):
-    outs = [v for k, v in call.kwargs.items() if k.startswith("out") and isinstance(v, torch.Tensor)]
+    """The tensors the op writes: its out= arguments in schema order, else what it returned."""
+    outs = [call.kwargs[a.name] for a in call.op._schema.arguments
+            if a.is_out and isinstance(call.kwargs.get(a.name), torch.Tensor)]
     if outs:
         return tuple(outs)
     return tuple(_tensors(result))

@@ -1,0 +1,203 @@
+"""Classification loss (``nll_loss`` forward and backward) and boolean reductions / tests.
+
+nll_loss forward picks ``-log_prob[i, target[i]]`` with an indirect DMA: the row index i*C + t is
+computed on VectorE from an iota and the target tile, so no log-prob row is read in full. The
+backward builds each row of the gradient as a one-hot (iota == target) scaled by the row's weight,
+so it writes the [N, C] gradient once and needs no scatter.
+"""
+
+from __future__ import annotations
+
+from ...isa import Alu, DmaGather, Iota, Memset, PartitionReduce, TensorScalar, TensorTensor, hbm
+from ..lowering import LoweringContext, lowering
+from ..tiling import P
+from .elementwise import emit_map
+from .reduce import emit_reduce
+
+REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM = 0, 1, 2
+
+
+def _rows_classes(ctx: LoweringContext) -> tuple[int, int]:
+    logp = ctx.call.inputs[0]
+    if logp.ndim == 1:
+        return 1, logp.shape[0]
+    return logp.shape[0], logp.shape[1]
+
+
+def _valid_and_index(ctx, kb, r0, rows, classes, target_idx, q, row_stride=None, col_stride=1):
+    """Tiles for a block of rows: target (as loaded), the clamped element index of (i, t) in the
+    log-prob tensor, and valid (0/1, fp32)."""
+    row_stride = classes if row_stride is None else row_stride
+    target = ctx.call.inputs[target_idx]
+    ignore = int(ctx.call.attr("ignore_index", -100))
+    tgt = kb.tile(rows, (1,), target.dtype)
+    tstride = target.stride[0] if target.ndim else 0
+    kb.dma(q, hbm(ctx.inputs[target_idx], rows, tstride, [(1, 1)], target.dtype, offset=r0 * tstride), tgt)
+    valid = kb.tile(rows, (1,), "float32")
+    kb.emit(TensorScalar(inp=tgt, out=valid, alu0=Alu.NOT_EQUAL, scalar0=float(ignore)))
+    safe = kb.tile(rows, (1,), "int32")
+    kb.emit(TensorScalar(inp=tgt, out=safe, alu0=Alu.MAX, scalar0=0.0, alu1=Alu.MIN, scalar1=float(classes - 1)))
+    if col_stride != 1:
+        kb.emit(TensorScalar(inp=safe, out=safe, alu0=Alu.MULTIPLY, scalar0=float(col_stride)))
+    base = kb.tile(rows, (1,), "int32")
+    kb.emit(Iota(out=base, base=r0 * row_stride, channel_multiplier=row_stride))
+    flat = kb.tile(rows, (1,), "int32")
+    kb.emit(TensorTensor(alu=Alu.ADD, in0=base, in1=safe, out=flat))
+    kb.release(safe, base)
+    return tgt, flat, valid
+
+
+def _row_weight(ctx, kb, rows, tgt_safe_flat, valid, weight_idx, q):
+    """valid * weight[target] per row ([rows, 1] fp32)."""
+    w = ctx.call.inputs[weight_idx] if len(ctx.call.inputs) > weight_idx else None
+    if w is None:
+        return valid
+    tgt, classes = tgt_safe_flat
+    idx = kb.tile(rows, (1,), "int32")
+    kb.emit(TensorScalar(inp=tgt, out=idx, alu0=Alu.MAX, scalar0=0.0, alu1=Alu.MIN, scalar1=float(classes - 1)))
+    picked = kb.tile(rows, (1,), w.dtype)
+    kb.emit(DmaGather(queue=q, table=hbm(ctx.inputs[weight_idx], classes, w.stride[0], [(1, 1)], w.dtype),
+                      index=idx, dst=picked))
+    out = kb.tile(rows, (1,), "float32")
+    kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=valid, in1=picked, out=out))
+    kb.release(idx, picked)
+    return out
+
+
+@lowering("aten::nll_loss_forward")
+def _nll_loss_forward(ctx: LoweringContext) -> None:
+    kb = ctx.kb
+    logp = ctx.call.inputs[0]
+    n, classes = _rows_classes(ctx)
+    reduction = int(ctx.call.attr("reduction", REDUCTION_MEAN))
+    out_meta, tw_meta = ctx.call.outputs[0], ctx.call.outputs[1]
+    q_in, q_g, q_out = kb.queue("qSyncIO0", "input"), kb.queue("qSyncDynamicHW", "hardware_dynamic"), \
+        kb.queue("qSyncIO2", "output")
+    acc_loss = kb.tile(P, (1,), "float32")
+    acc_w = kb.tile(P, (1,), "float32")
+    kb.emit(Memset(out=acc_loss, value=0.0))
+    kb.emit(Memset(out=acc_w, value=0.0))
+    row_stride = logp.stride[0] if logp.ndim == 2 else classes
+    col_stride = logp.stride[-1]
+    span = (n - 1) * row_stride + (classes - 1) * col_stride + 1
+    for r0 in range(0, n, P):
+        rows = min(P, n - r0)
+        tgt, flat, valid = _valid_and_index(ctx, kb, r0, rows, classes, 1, q_in, row_stride, col_stride)
+        picked = kb.tile(rows, (1,), logp.dtype)
+        table = hbm(ctx.inputs[0], span, 1, [(1, 1)], logp.dtype)
+        kb.emit(DmaGather(queue=q_g, table=table, index=flat, dst=picked))
+        w = _row_weight(ctx, kb, rows, (tgt, classes), valid, 2, q_g)
+        loss = kb.tile(rows, (1,), "float32")
+        # loss_i = -log_prob[i, t_i] * w_i
+        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=picked, in1=w, out=loss))
+        kb.emit(TensorScalar(inp=loss, out=loss, alu0=Alu.MULTIPLY, scalar0=-1.0))
+        if reduction == REDUCTION_NONE:
+            res = kb.tile(rows, (1,), out_meta.dtype)
+            kb.copy(loss, res)
+            ostride = out_meta.stride[0] if out_meta.ndim else 0
+            kb.dma(q_out, res, hbm(ctx.outputs[0], rows, ostride, [(1, 1)], out_meta.dtype, offset=r0 * ostride))
+            kb.release(res)
+        else:
+            kb.emit(TensorTensor(alu=Alu.ADD, in0=acc_loss.rows(0, rows), in1=loss, out=acc_loss.rows(0, rows)))
+            kb.emit(TensorTensor(alu=Alu.ADD, in0=acc_w.rows(0, rows), in1=w, out=acc_w.rows(0, rows)))
+        kb.release(*{id(t): t for t in (tgt, flat, valid, picked, w, loss)}.values())
+    total_w = kb.tile(1, (1,), "float32")
+    kb.emit(PartitionReduce(alu=Alu.ADD, inp=acc_w, out=total_w))
+    if reduction != REDUCTION_NONE:
+        total = kb.tile(1, (1,), "float32")
+        kb.emit(PartitionReduce(alu=Alu.ADD, inp=acc_loss, out=total))
+        if reduction == REDUCTION_MEAN:
+            kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=total, in1=total_w, out=total))
+        res = kb.tile(1, (1,), out_meta.dtype)
+        kb.copy(total, res)
+        kb.dma(q_out, res, hbm(ctx.outputs[0], 1, 0, [(1, 1)], out_meta.dtype))
+    tw = kb.tile(1, (1,), tw_meta.dtype)
+    kb.copy(total_w, tw)
+    kb.dma(q_out, tw, hbm(ctx.outputs[1], 1, 0, [(1, 1)], tw_meta.dtype))
+
+
+@lowering("aten::nll_loss_backward")
+def _nll_loss_backward(ctx: LoweringContext) -> None:
+    # inputs: grad_output, self, target, weight, total_weight (attrs: reduction, ignore_index)
+    kb = ctx.kb
+    grad_out = ctx.call.inputs[0]
+    logp = ctx.call.inputs[1]
+    gin = ctx.call.outputs[0]
+    n = 1 if logp.ndim == 1 else logp.shape[0]
+    classes = logp.shape[-1]
+    reduction = int(ctx.call.attr("reduction", REDUCTION_MEAN))
+    q_in, q_g, q_out = kb.queue("qSyncIO0", "input"), kb.queue("qSyncDynamicHW", "hardware_dynamic"), \
+        kb.queue("qSyncIO2", "output")
+    tw_index = 4
+    scale = None
+    if reduction != REDUCTION_NONE:
+        # -grad_output (/ total_weight for mean), the same for every row
+        go = kb.tile(P, (1,), grad_out.dtype)
+        kb.dma(q_in, hbm(ctx.inputs[0], min(P, n), 0, [(1, 1)], grad_out.dtype), go.rows(0, min(P, n)))
+        scale = kb.tile(P, (1,), "float32")
+        kb.emit(TensorScalar(inp=go.rows(0, min(P, n)), out=scale.rows(0, min(P, n)), alu0=Alu.MULTIPLY,
+                             scalar0=-1.0))
+        if reduction == REDUCTION_MEAN:
+            tw_meta = ctx.call.inputs[tw_index]
+            tw = kb.tile(P, (1,), tw_meta.dtype)
+            kb.dma(q_in, hbm(ctx.inputs[tw_index], min(P, n), 0, [(1, 1)], tw_meta.dtype), tw.rows(0, min(P, n)))
+            kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=scale.rows(0, min(P, n)), in1=tw.rows(0, min(P, n)),
+                                 out=scale.rows(0, min(P, n))))
+            kb.release(tw)
+        kb.release(go)
+    cols = kb.tile(P, (classes,), "int32")
+    kb.emit(Iota(out=cols, coefs=(1,)))
+    gstride = gin.stride[0] if gin.ndim == 2 else classes
+    for r0 in range(0, n, P):
+        rows = min(P, n - r0)
+        tgt, flat, valid = _valid_and_index(ctx, kb, r0, rows, classes, 2, q_in)
+        w = _row_weight(ctx, kb, rows, (tgt, classes), valid, 3, q_g)
+        val = kb.tile(rows, (1,), "float32")
+        if scale is not None:
+            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=w, in1=scale.rows(0, rows), out=val))
+        else:
+            go = kb.tile(rows, (1,), grad_out.dtype)
+            gs = grad_out.stride[0] if grad_out.ndim else 0
+            kb.dma(q_in, hbm(ctx.inputs[0], rows, gs, [(1, 1)], grad_out.dtype, offset=r0 * gs), go)
+            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=w, in1=go, out=val))
+            kb.emit(TensorScalar(inp=val, out=val, alu0=Alu.MULTIPLY, scalar0=-1.0))
+            kb.release(go)
+        tgt_f = kb.tile(rows, (1,), "float32")
+        kb.copy(tgt, tgt_f)
+        onehot = kb.tile(rows, (classes,), gin.dtype)
+        # (column == target) * value: the gradient row, written once
+        kb.emit(TensorScalar(inp=cols.rows(0, rows), out=onehot, alu0=Alu.IS_EQUAL, scalar0=tgt_f,
+                             alu1=Alu.MULTIPLY, scalar1=val))
+        kb.dma(q_out, onehot, hbm(ctx.outputs[0], rows, gstride, [(1, classes)], gin.dtype, offset=r0 * gstride))
+        kb.release(*{id(t): t for t in (tgt, flat, valid, w, val, tgt_f, onehot)}.values())
+    kb.release(cols)
+    if scale is not None:
+        kb.release(scale)
+
+
+@lowering("aten::isneginf")
+def _isneginf(ctx: LoweringContext) -> None:
+    emit_map(ctx, [0], lambda kb, t, out: kb.emit(
+        TensorScalar(inp=t[0], out=out, alu0=Alu.IS_EQUAL, scalar0=float("-inf"))))
+
+
+@lowering("aten::isposinf")
+def _isposinf(ctx: LoweringContext) -> None:
+    emit_map(ctx, [0], lambda kb, t, out: kb.emit(
+        TensorScalar(inp=t[0], out=out, alu0=Alu.IS_EQUAL, scalar0=float("inf"))))
+
+
+@lowering("aten::all.dim", "aten::all.dims", "aten::all")
+def _all(ctx: LoweringContext) -> None:
+    _bool_reduce(ctx, Alu.MIN)
+
+
+@lowering("aten::any.dim", "aten::any.dims", "aten::any")
+def _any(ctx: LoweringContext) -> None:
+    _bool_reduce(ctx, Alu.MAX)
+
+
+def _bool_reduce(ctx: LoweringContext, alu: Alu) -> None:
+    if ctx.call.inputs[0].dtype.value != "bool":
+        raise NotImplementedError("all/any kernels take bool tensors; other dtypes fall back")
+    emit_reduce(ctx, alu, mean=False)
