@@ -143,7 +143,9 @@ class GraphCompiler:
         if _elementwise_kind(n) is None:
             return None
         rows, h = _row_space(v)
-        return (rows, h) if h <= MAX_FUSED_H else None
+        if h > MAX_FUSED_H or not all(_uniform_rows(_val(a)) for a in n.args if isinstance(a, fx.Node)):
+            return None
+        return rows, h
 
     def _partition(self, body: list[fx.Node]):
         out: list = []
@@ -162,7 +164,7 @@ class GraphCompiler:
             if current:
                 out.append(current)
                 current = None
-            if space is not None:
+            if space is not None and self._compatible(n, Group(space[0], space[1])):
                 current = Group(space[0], space[1], [n])
             else:
                 out.append(n)
@@ -408,6 +410,19 @@ class GraphCompiler:
             copy(LoweringContext(call, self.kb, [val.hbm], [out], "aten::clone"))
         self.kernels += 1
         return out
+
+
+def _uniform_rows(t: torch.Tensor | None) -> bool:
+    """Can a fused tile loop read ``t``'s leading dims as rows with one partition stride?"""
+    if t is None or t.dim() <= 1:
+        return True
+    lead = [(s, st) for s, st in zip(t.shape[:-1], t.stride()[:-1]) if s > 1]
+    expect = lead[-1][1] if lead else 0
+    for s, st in reversed(lead):
+        if st != expect:
+            return False
+        expect = st * s
+    return True
 
 
 def _row_strides(meta: TensorMeta, g: Group) -> tuple[int, int]:

@@ -79,12 +79,7 @@ def _has_symbolic(example_inputs) -> bool:
 
 
 class CompiledNeff:
-    """The callable Dynamo runs in place of a graph: one device execution per call.
-
-    It takes AOTAutograd's boxed calling convention (one list of arguments).
-    """
-
-    _boxed_call = True
+    """The callable Dynamo runs in place of a graph: one device execution per call."""
 
     def __init__(self, gm: fx.GraphModule, compiled: CompiledGraph, label: str, compile_ns: int):
         self.gm = gm
@@ -93,8 +88,7 @@ class CompiledNeff:
         self.compile_ns = compile_ns
         self._first = True
 
-    def __call__(self, args):
-        args = list(args)
+    def __call__(self, *args):
         core = runtime.core(_device_of(args))
         result: list = []
 
@@ -179,7 +173,9 @@ def _compile(gm: fx.GraphModule, example_inputs, label: str):
         return make_boxed_func(gm.forward)
     compile_ns = time.perf_counter_ns() - t0
     COUNTERS.compile_ns += compile_ns
-    return CompiledNeff(gm, compiled, label, compile_ns)
+    from functorch.compile import make_boxed_func
+
+    return make_boxed_func(CompiledNeff(gm, compiled, label, compile_ns))
 
 
 def neuron_backend(gm: fx.GraphModule, example_inputs, mode: str | None = None, options=None, **kwargs):
