@@ -1,10 +1,14 @@
 """Shared fixtures for the ``neuron`` device tests.
 
-These tests pin the device layer's contract: every op is computed on the host, exactly as
-PyTorch's CPU kernels compute it. ``import trnscope`` connects the device to the emulated runtime
-(an executor of its own); each test here runs with the plain host executor instead, so that a
-runtime or compiler change cannot hide or cause a device-layer failure.
+The ``test_device_*`` modules pin the device layer's contract: every op is computed on the host,
+exactly as PyTorch's CPU kernels compute it. ``import trnscope`` connects the device to the
+emulated runtime (an executor of its own); those modules use the ``host_executor`` fixture to run
+with the plain host executor instead, so that a runtime or compiler change cannot hide or cause a
+device-layer failure. Set ``TRNSCOPE_DEVICE_TESTS_EXECUTOR=installed`` to run them through
+whatever executor ``import trnscope`` installed (the runtime's).
 """
+
+import os
 
 import pytest
 import torch
@@ -13,8 +17,11 @@ import trnscope.device  # noqa: F401  (registers the neuron device)
 from trnscope.device import dispatch, memory
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def host_executor():
+    if os.environ.get("TRNSCOPE_DEVICE_TESTS_EXECUTOR") == "installed":
+        yield
+        return
     old = dispatch.set_executor(dispatch.HostExecutor())
     try:
         yield

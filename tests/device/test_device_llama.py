@@ -9,6 +9,8 @@ import torch
 import trnscope.device  # noqa: F401
 from trnscope.device import dispatch
 
+pytestmark = pytest.mark.usefixtures("host_executor")
+
 transformers = pytest.importorskip("transformers")
 
 

@@ -10,6 +10,8 @@ import trnscope.device  # noqa: F401
 from trnscope import hw
 from trnscope.device import dispatch, memory
 
+pytestmark = pytest.mark.usefixtures("host_executor")
+
 
 def test_allocations_and_frees_are_counted():
     gc.collect()

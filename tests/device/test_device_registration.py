@@ -11,6 +11,8 @@ import torch
 import trnscope.device
 from trnscope import hw
 
+pytestmark = pytest.mark.usefixtures("host_executor")
+
 
 def test_backend_is_named_neuron():
     assert torch._C._get_privateuse1_backend_name() == "neuron"

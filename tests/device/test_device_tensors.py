@@ -6,6 +6,8 @@ import torch
 import trnscope.device  # noqa: F401
 from trnscope.device import memory
 
+pytestmark = pytest.mark.usefixtures("host_executor")
+
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool]
 
 
@@ -193,3 +195,47 @@ def test_untyped_storage_on_device():
     assert s2.cpu().tolist() == [1, 2, 3]
     x = torch.arange(3.0).to("neuron")
     assert torch.equal(torch.frombuffer(bytearray(x.untyped_storage().cpu()), dtype=torch.float32), torch.arange(3.0))
+
+
+def test_non_blocking_copy_to_cpu():
+    x = torch.arange(6.0).reshape(2, 3).to("neuron")
+    y = x.t().to("cpu", non_blocking=True)  # no pinned host memory needed
+    assert y.device.type == "cpu" and torch.equal(y, torch.arange(6.0).reshape(2, 3).t())
+    assert y.stride() == (1, 3)  # preserve_format keeps the layout, as on CPU
+    assert torch.ones(2).to("neuron", non_blocking=True).device.type == "neuron"
+
+
+def test_scalars_wrapped_as_tensors_keep_cpu_semantics():
+    """ATen wraps Python scalars as 0-dim "wrapped number" tensors inside composite ops; they reach
+    the backend as numbers and must behave as on CPU (type promotion included)."""
+    i = torch.arange(-5, 5)
+    f = torch.linspace(-2, 2, 10, dtype=torch.bfloat16)
+    di, df = i.to("neuron"), f.to("neuron")
+    cases = [
+        (lambda a, b: torch.remainder(a, 3), i, di),
+        (lambda a, b: torch.remainder(a, 1.5), i, di),  # int tensor, float scalar: float32 result
+        (lambda a, b: torch.fmod(a, 0.7), f, df),
+        (lambda a, b: torch.pow(2, a), f, df),
+        (lambda a, b: torch.where(a > 0, a, 0.1), f, df),
+        (lambda a, b: a.eq(2), i, di),
+        (lambda a, b: torch.take_along_dim(a, (a.abs() % 3).long()), i, di),
+    ]
+    for fn, cpu, dev in cases:
+        want = fn(cpu, None)
+        got = fn(dev, None)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+def test_complex_conjugate_and_negative_bits():
+    x = torch.randn(4, 3, dtype=torch.complex64)
+    d = x.to("neuron")
+    c = d.conj()
+    assert c.is_conj()
+    assert torch.equal(c.cpu(), x.conj())
+    assert torch.equal((c * 2).cpu(), x.conj() * 2)
+    assert c[1, 2].item() == x.conj()[1, 2].item()
+    y = torch.empty_like(d)
+    y.copy_(c)
+    assert torch.equal(y.cpu(), x.conj().resolve_conj())
+    assert torch.equal(torch._neg_view(d).cpu(), -x)
+    torch.testing.assert_close(torch.fft.hfft(d).cpu(), torch.fft.hfft(x), rtol=0, atol=0)

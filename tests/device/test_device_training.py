@@ -13,6 +13,8 @@ import torch.nn.functional as F
 
 import trnscope.device  # noqa: F401
 
+pytestmark = pytest.mark.usefixtures("host_executor")
+
 
 def _mlp():
     torch.manual_seed(0)

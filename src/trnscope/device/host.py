@@ -36,8 +36,17 @@ _MIXED_DEVICE_OK = {
 }
 
 
+_NUMBERS = (bool, int, float, complex)
+
+
+def _is_tensor_type(t) -> bool:
+    return isinstance(t, torch._C.TensorType) or (
+        isinstance(t, torch._C.OptionalType) and isinstance(t.getElementType(), torch._C.TensorType)
+    )
+
+
 class _OpInfo:
-    __slots__ = ("seeded", "out_names", "check_devices")
+    __slots__ = ("seeded", "out_names", "check_devices", "tensor_args", "siblings")
 
     def __init__(self, op) -> None:
         schema = op._schema
@@ -47,6 +56,13 @@ class _OpInfo:
             if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
         )
         self.check_devices = schema.name not in _MIXED_DEVICE_OK
+        # positions where ATen may hand us a wrapped number as a Python scalar, unless the op is
+        # one whose Python binding accepts numbers for tensors anyway (add, mul, div, sub...)
+        packet = schema.name.split("::", 1)[-1]
+        self.tensor_args = () if torch._C._should_allow_numbers_as_tensors(packet) else tuple(
+            (i, a.name) for i, a in enumerate(schema.arguments) if _is_tensor_type(a.type)
+        )
+        self.siblings: dict[frozenset, Any] = {}
 
 
 _infos: dict[Any, _OpInfo] = {}
@@ -153,21 +169,98 @@ def _sync_geometry(n: torch.Tensor, v: torch.Tensor, mapping: _Mapping | None = 
 # generic: ATen's CPU kernel on host views
 
 
+def _numbers_at_tensor_args(info: _OpInfo, args: tuple, kwargs: dict) -> frozenset:
+    hits = []
+    for i, name in info.tensor_args:
+        v = args[i] if i < len(args) else kwargs.get(name)
+        if type(v) in _NUMBERS:
+            hits.append(name)
+    return frozenset(hits)
+
+
+def _scalar_sibling(op, info: _OpInfo, names: frozenset):
+    """The overload of ``op``'s packet that takes ``names`` as Scalars and is otherwise the same."""
+    if names in info.siblings:
+        return info.siblings[names]
+    found = None
+    mine = op._schema
+    packet = op.overloadpacket
+    for overload in packet.overloads():
+        cand = getattr(packet, overload)
+        sch = cand._schema
+        if len(sch.arguments) != len(mine.arguments) or len(sch.returns) != len(mine.returns):
+            continue
+        ok = True
+        for a, b in zip(mine.arguments, sch.arguments):
+            # we pass keyword-only arguments by name, so the sibling may take them either way
+            if a.name != b.name or (b.kwarg_only and not a.kwarg_only):
+                ok = False
+            elif a.name in names:
+                ok = str(b.type) == "Scalar"
+            else:
+                ok = str(a.type) == str(b.type)
+            if not ok:
+                break
+        if ok:
+            found = cand
+            break
+    info.siblings[names] = found
+    return found
+
+
+def _as_tensors(info: _OpInfo, names: frozenset, args: tuple, kwargs: dict):
+    """Last resort for a number where a Tensor is expected: a 0-dim CPU tensor that promotes like
+    the wrapped number it was (float: float64 next to floating tensors, else the default dtype)."""
+    tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    has_float = any(t.is_floating_point() for t in tensors)
+    has_complex = any(t.is_complex() for t in tensors)
+
+    def conv(v):
+        if type(v) is float:
+            return torch.tensor(v, dtype=torch.float64 if (has_float or has_complex) else torch.get_default_dtype())
+        if type(v) is complex:
+            return torch.tensor(v, dtype=torch.complex128 if has_complex else None)
+        return torch.tensor(v)
+
+    args = list(args)
+    kwargs = dict(kwargs)
+    for i, name in info.tensor_args:
+        if name in names:
+            if i < len(args):
+                args[i] = conv(args[i])
+            else:
+                kwargs[name] = conv(kwargs[name])
+    return tuple(args), kwargs
+
+
+def _run_on_host(op, info: _OpInfo, call, hargs: tuple, hkwargs: dict, kwargs: dict):
+    if call is op and info.tensor_args:
+        # a scalar that C++ wrapped as a tensor ("wrapped number") reaches Python as a number, and
+        # most overloads do not take numbers for tensors: use the overload that takes a Scalar
+        # (whose CPU kernel wraps it again, exactly), else an equivalent 0-dim tensor
+        names = _numbers_at_tensor_args(info, hargs, hkwargs)
+        if names:
+            sibling = _scalar_sibling(op, info, names)
+            if sibling is not None:
+                call = sibling
+            else:
+                hargs, hkwargs = _as_tensors(info, names, hargs, hkwargs)
+    if info.seeded and kwargs.get("generator") is None:
+        with rng.active():
+            return call(*hargs, **hkwargs)
+    return call(*hargs, **hkwargs)
+
+
 def _compute(op, args: tuple, kwargs: dict, host_op=None):
     """Run ``host_op`` (default: ``op`` itself) on host views of ``op``'s arguments."""
     info = _info(op)
-    call = host_op if host_op is not None else op
     m = _Mapping()
     hargs = m.to_host(args)
     hkwargs = {k: m.to_host(v) for k, v in kwargs.items()} if kwargs else {}
     if info.check_devices:
         m.check_devices(op)
     try:
-        if info.seeded and kwargs.get("generator") is None:
-            with rng.active():
-                out = call(*hargs, **hkwargs)
-        else:
-            out = call(*hargs, **hkwargs)
+        out = _run_on_host(op, info, host_op if host_op is not None else op, hargs, hkwargs, kwargs)
     except RuntimeError as e:
         if info.out_names and "not resizable" in str(e):
             return _compute_growing_outs(op, args, kwargs, info)
@@ -189,11 +282,7 @@ def _compute_growing_outs(op, args: tuple, kwargs: dict, info: _OpInfo):
             hkwargs[k] = h
         else:
             hkwargs[k] = m.to_host(v)
-    if info.seeded and kwargs.get("generator") is None:
-        with rng.active():
-            out = op(*hargs, **hkwargs)
-    else:
-        out = op(*hargs, **hkwargs)
+    out = _run_on_host(op, info, op, hargs, hkwargs, kwargs)
     for h, n in fresh.values():
         nst = memory.adopt(h.untyped_storage(), n.device.index or 0)
         memory.set_metadata(n, nst, h.storage_offset(), h.size(), h.stride())

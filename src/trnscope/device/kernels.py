@@ -12,6 +12,10 @@ prefers to a backend fallback, or CompositeImplicit with an autograd formula (``
 would decompose on ``neuron`` into other ops, with numbers that differ from CPU in the last bit.
 Like CUDA, which has its own kernels for them, ``neuron`` takes them whole: they are registered
 explicitly too (:func:`host_backed_composites`).
+
+Two registrations do not call ``execute`` themselves: ``_to_copy`` on PrivateUse1 is a Python
+copy of ATen's composite (which would ask for pinned memory), so its pieces reach ``execute``;
+and ``_copy_from`` is also taken on the Conjugate/Negative keys, where it does call ``execute``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,30 @@ def _forward(op):
     return kernel
 
 
+_BIT_AWARE = (torch.ops.aten._copy_from.default, torch.ops.aten._copy_from_and_resize.default)
+
+
+def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    """ATen's CompositeExplicitAutograd ``_to_copy``, less one thing: a non-blocking copy from the
+    device to the CPU does not ask for pinned host memory, which a Python backend cannot provide
+    (PyTorch would fail ``x.to("cpu", non_blocking=True)``). Copies are synchronous here anyway.
+    A decomposition, like the composite it replaces: its allocation and copy reach ``execute``."""
+    if layout is not None and layout != torch.strided:
+        raise RuntimeError(f"neuron tensors cannot be copied to layout {layout}")
+    dtype = self.dtype if dtype is None else dtype
+    device = self.device if device is None else torch.device(device)
+    pin = bool(pin_memory) and device.type == "cpu"
+    if memory_format is None or memory_format == torch.preserve_format:
+        out = torch.empty_like(self, dtype=dtype, device=device, pin_memory=pin,
+                               memory_format=torch.preserve_format)
+    else:
+        out = torch.empty(self.size(), dtype=dtype, device=device, pin_memory=pin,
+                          memory_format=memory_format)
+    out.copy_(self)
+    return out
+
+
 def register() -> None:
     """Install the kernels (once); the libraries live as long as the process."""
     global _fallback_lib, _impl_lib
@@ -66,6 +94,13 @@ def register() -> None:
     impl = torch.library.Library("aten", "IMPL")
     for op in list(host.SPECIAL) + host_backed_composites():
         impl.impl(op.name()[len("aten::"):], _forward(op), KEY)
+    # ATen's conjugate/negative fallbacks would materialise a lazily conjugated source before
+    # _copy_from, by a clone that copies through _copy_from again: endless recursion. The host
+    # copy handles the bits itself (host views carry them), so take these copies as they are.
+    for op in _BIT_AWARE:
+        for key in ("Conjugate", "Negative"):
+            impl.impl(op.name()[len("aten::"):], _forward(op), key)
+    impl.impl("_to_copy", _to_copy, KEY)
     _fallback_lib, _impl_lib = fb, impl
 
 

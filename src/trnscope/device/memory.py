@@ -17,7 +17,7 @@ while the ``neuron`` tensor it came from is alive.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -29,12 +29,9 @@ from . import _dlpack
 BACKEND = "neuron"
 _CPU = torch.device("cpu")
 _CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
-# ATen's CPU kernels for these ops only edit TensorImpl metadata and never look at the device, so
-# calling them on a neuron tensor (redispatch straight to the CPU key) is exact and allocation-free.
+# ATen's CPU kernel for set_ only edits TensorImpl metadata and never looks at the device, so
+# calling it on a neuron tensor (redispatch straight to the CPU key) is exact and allocation-free
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
-_AS_STRIDED = torch.ops.aten.as_strided.default
-_VIEW = torch.ops.aten.view.default
-_RESHAPE_ALIAS = torch.ops.aten._reshape_alias.default
 
 
 @dataclass
@@ -50,7 +47,6 @@ class DeviceMemoryStats:
     num_ooms: int = 0
     blocks: int = 0
     peak_blocks: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class _Block:
@@ -261,10 +257,6 @@ def empty(size, dtype: torch.dtype, device: int = 0) -> torch.Tensor:
     return empty_strided(size, contiguous_strides(size), dtype, device)
 
 
-def _block_of(t: torch.Tensor) -> _Block | None:
-    return _blocks.get(t.untyped_storage().data_ptr())
-
-
 def host_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
     """The CPU storage (non-owning, not resizable) over a neuron storage's bytes."""
     blk = _blocks.get(storage.data_ptr())
@@ -286,8 +278,12 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
         if t.untyped_storage().nbytes() == 0:  # nothing to alias: any storage will do
             return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
         raise RuntimeError("trnscope: tensor storage was not allocated by trnscope.device")
-    v = torch.empty(0, dtype=t.dtype)
-    return v.set_(blk.host, t.storage_offset(), t.size(), t.stride())
+    v = torch.empty(0, dtype=t.dtype).set_(blk.host, t.storage_offset(), t.size(), t.stride())
+    if t.is_conj():  # lazy conjugate / negative bits travel with the view
+        v = torch._conj(v)
+    if t.is_neg():
+        v = torch._neg_view(v)
+    return v
 
 
 def host_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
