@@ -153,4 +153,4 @@ def _load_kernels() -> None:
     if not _loaded:
         _loaded = True
         from . import kernels  # noqa: F401
-        from .kernels import loss, random_fill  # noqa: F401
+        from .kernels import loss, random_fill, view_backward  # noqa: F401
