@@ -37,6 +37,8 @@ VIEW_OPS = {
     aten.transpose.int, aten.permute.default, aten.slice.Tensor, aten.select.int, aten.alias.default,
     aten.detach.default, aten.as_strided.default,
 }
+# views with several results: each result is a window of the input's bytes
+MULTI_VIEW_OPS = {aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default}
 ROW_REDUCE = {aten.sum.dim_IntList: Alu.ADD, aten.mean.dim: Alu.ADD, aten.amax.default: Alu.MAX,
               aten.amin.default: Alu.MIN}
 MAX_FUSED_H = 8192
@@ -151,7 +153,7 @@ class GraphCompiler:
         out: list = []
         current: Group | None = None
         for n in body:
-            if n.target in VIEW_OPS or n.target is operator.getitem:
+            if n.target in VIEW_OPS or n.target in MULTI_VIEW_OPS or n.target is operator.getitem:
                 if current:
                     out.append(current)
                     current = None
@@ -343,6 +345,14 @@ class GraphCompiler:
             self.values[n] = Value(base.hbm, TensorMeta(tuple(t.shape), tuple(t.stride()), device_dtype(t.dtype),
                                                           base.meta.offset + t.storage_offset()
                                                           - _val(n.args[0]).storage_offset()))
+            return
+        if n.target in MULTI_VIEW_OPS:
+            base = self._materialized(n.args[0])
+            src = _val(n.args[0])
+            for i, t in enumerate(v):
+                self.values[(n, i)] = Value(base.hbm, TensorMeta(  # type: ignore[index]
+                    tuple(t.shape), tuple(t.stride()), device_dtype(t.dtype),
+                    base.meta.offset + t.storage_offset() - src.storage_offset()))
             return
         if n.target is operator.getitem:
             parent = n.args[0]
