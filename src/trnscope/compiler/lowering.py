@@ -9,6 +9,7 @@ same shapes, strides and dtypes costs one dictionary lookup.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -99,21 +100,28 @@ def registered() -> list[str]:
 
 def lower(call: OpCall, spec: HardwareSpec | None = None) -> Program:
     """The Program for ``call`` (cached). Raises :class:`NoLowering` if no kernel handles it."""
+    return lower_timed(call, spec)[0]
+
+
+def lower_timed(call: OpCall, spec: HardwareSpec | None = None) -> tuple[Program, int]:
+    """(Program, ns spent compiling it): 0 when it came from the cache."""
     spec = spec or get_spec()
     key = (call.key(), spec.name)
     prog = _CACHE.get(key)
     if prog is not None:
         _CACHE.move_to_end(key)
-        return prog
+        return prog, 0
+    t0 = time.perf_counter_ns()
     _load_kernels()
     fn = _REGISTRY.get(call.name)
     if fn is None:
         raise NoLowering(call.name)
     prog = build(call, fn, spec)
+    prog.neff_id  # hashing the NEFF is part of compiling it
     _CACHE[key] = prog
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
-    return prog
+    return prog, time.perf_counter_ns() - t0
 
 
 def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:

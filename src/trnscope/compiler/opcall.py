@@ -73,37 +73,41 @@ def functional_name(op: torch._ops.OpOverload) -> str:
     return name
 
 
+_PLANS: dict = {}
+
+
+def _plan(op: torch._ops.OpOverload) -> tuple:
+    """Per-op schema facts, computed once: (position, name, is_tensor_typed, default or _NO_DEFAULT)."""
+    plan = _PLANS.get(op)
+    if plan is None:
+        plan = _PLANS[op] = tuple(
+            (i, a.name, "Tensor" in str(a.type), a.default_value if a.has_default_value() else None)
+            for i, a in enumerate(op._schema.arguments) if not a.is_out)
+    return plan
+
+
 def from_aten(op: torch._ops.OpOverload, args: tuple, kwargs: dict, outputs) -> OpCall:
-    schema = op._schema
     inputs: list[TensorMeta | None] = []
     attrs: dict[str, Any] = {}
     # A 0-dim CPU tensor next to device tensors is a value (PyTorch allows it, e.g. `x + 1.0`);
     # in an all-CPU call (the kernel tests) it is a tensor like any other.
     on_device = any(t.device.type != "cpu" for t in _flat_tensors(args) + _flat_tensors(list(kwargs.values())))
-    for i, arg in enumerate(schema.arguments):
-        if arg.is_out:
-            continue  # out= tensors are the call's outputs, not its inputs
-        if i < len(args):
-            v = args[i]
-        elif arg.name in kwargs:
-            v = kwargs[arg.name]
-        elif arg.has_default_value():
-            v = arg.default_value
-        else:
-            v = None
+    nargs = len(args)
+    for i, name, tensor_typed, default in _plan(op):  # out= tensors are outputs, not inputs
+        v = args[i] if i < nargs else kwargs.get(name, default)
         if isinstance(v, torch.Tensor):
             if on_device and v.dim() == 0 and v.device.type == "cpu":
                 inputs.append(None)
-                attrs[arg.name] = v.item()
+                attrs[name] = v.item()
             else:
                 inputs.append(meta_of(v))
         elif isinstance(v, (list, tuple)) and v and all(isinstance(x, torch.Tensor) or x is None for x in v):
-            attrs[f"{arg.name}_count"] = len(v)
+            attrs[f"{name}_count"] = len(v)
             inputs.extend(meta_of(x) if x is not None else None for x in v)
         else:
-            if _is_tensor_type(arg):
+            if tensor_typed:
                 inputs.append(None)
-            attrs[arg.name] = _plain(v)
+            attrs[name] = _plain(v)
     outs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
     out_metas = tuple(meta_of(o) for o in outs if isinstance(o, torch.Tensor))
     return OpCall.make(functional_name(op), inputs, out_metas, attrs)
@@ -119,8 +123,6 @@ def _flat_tensors(values) -> list[torch.Tensor]:
     return out
 
 
-def _is_tensor_type(arg) -> bool:
-    return "Tensor" in str(arg.type)
 
 
 def _plain(v: Any) -> Any:

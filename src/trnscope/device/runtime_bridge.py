@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .. import runtime
-from ..compiler import NoLowering, has_lowering, lower
+from ..compiler import NoLowering, has_lowering
 from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
 from .dispatch import OpCall, OpKind
 
@@ -81,7 +81,9 @@ class RuntimeExecutor:
     def execute(self, call: OpCall) -> Any:
         kind = call.kind
         if kind in (OpKind.ALLOC, OpKind.VIEW, OpKind.METADATA):
-            return call.run_on_host()
+            # host bookkeeping; what it costs the emulator (NumPy buffers, DLPack) is not the device's
+            with runtime.CLOCK.emulation():
+                return call.run_on_host()
         core = runtime.core(_device_index(call))
         if kind is OpKind.COPY:
             return self._copy(call, core)
@@ -94,27 +96,25 @@ class RuntimeExecutor:
         name = functional_name(call.op)
         if not has_lowering(name):
             return self._fallback(call, core, name)
-        result_box: list[Any] = []
-
-        def compute():
-            result_box.append(call.run_on_host())
-
-        # numbers first (emulation work, cut from the clock), then the kernel for the actual outputs
         with core.clock.emulation():
-            compute()
-        result = result_box[0]
+            # numbers first (on host views), then the kernel for the actual outputs: emulator work
+            result = call.run_on_host()
+            try:
+                opcall = from_aten(call.op, call.args, call.kwargs, _outputs(call, result))
+            except UnsupportedDtype as exc:
+                opcall, reason = None, str(exc)
+        if opcall is None:
+            core.record_fallback(name, reason=reason)
+            self._warn(name, reason)
+            return result
         try:
-            opcall = from_aten(call.op, call.args, call.kwargs, _outputs(call, result))
-            lower(opcall, core.spec)
-        except (NoLowering, NotImplementedError, UnsupportedDtype, ValueError) as exc:
+            core.execute(opcall)
+        except (NoLowering, NotImplementedError, ValueError) as exc:
             core.record_fallback(name, reason=str(exc))
             self._warn(name, str(exc))
-            return result
         except Exception as exc:  # a kernel bug must not break the user's program: report it loudly
             core.record_fallback(name, reason=f"kernel error: {exc!r}")
             self._warn(name, f"its kernel failed for this call: {exc!r}; please report it")
-            return result
-        core.execute(opcall)
         return result
 
     def _fallback(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..compiler import NoLowering, OpCall, lower
+from ..compiler import NoLowering, OpCall
+from ..compiler.lowering import lower_timed
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program, neff
 from ..sim import DeviceTimeline, simulate
@@ -55,6 +56,9 @@ class NeuronCoreRuntime:
         self.device_free_ns = 0
         self.records: list[Execution] = []
         self.recording = False
+        # called with each recorded Execution, on the thread that made it, outside the lock (the
+        # profiler uses it to mark the framework op that dispatched the execution)
+        self.on_record: Callable[[Execution], None] | None = None
         self.neffs_compiled = 0
         self.cache_hits = 0
         self.dispatches = 0
@@ -66,12 +70,15 @@ class NeuronCoreRuntime:
     def execute(self, call: OpCall, compute: Callable[[], object] | None = None):
         """Dispatch ``call`` to the device. Returns what ``compute`` returns (the op's host result).
 
-        Raises :class:`NoLowering` when the op has no kernel (the caller falls back to CPU).
+        Looking the NEFF up is emulator work (cut from the clock); a cache miss compiles it, and
+        the host then spends the compile time, as with Neuron's compiler. Raises
+        :class:`NoLowering` when the op has no kernel (the caller falls back to CPU).
         """
         host_start = self.clock.now()
-        t0 = time.perf_counter_ns()
-        program = lower(call, self.spec)  # a cache miss compiles: real host work, like neuronx-cc
-        compiled_ns = time.perf_counter_ns() - t0
+        with self.clock.emulation():
+            program, compiled_ns = lower_timed(call, self.spec)
+        if compiled_ns:
+            self.clock.wait_until(self.clock.now() + compiled_ns)
         return self.execute_program(program, call.name, compute, compiled_ns, host_start)
 
     def execute_program(self, program: Program, label: str, compute: Callable[[], object] | None = None,
@@ -80,12 +87,12 @@ class NeuronCoreRuntime:
         if host_start is None:
             host_start = self.clock.now()
         with self.clock.emulation():
+            nid = program.neff_id
             tl = simulate(program, self.spec)
             result = compute() if compute is not None else None
             self._persist(program)
         submit = self.clock.now()
         with self._lock:
-            nid = program.neff_id
             first = nid not in self._known
             self._known.add(nid)
             if first:
@@ -97,11 +104,15 @@ class NeuronCoreRuntime:
             start = max(ready, self.device_free_ns)
             end = start + int(round(tl.total_ns))
             self.device_free_ns = end
+            rec = None
             if self.recording:
-                self.records.append(Execution(
+                rec = Execution(
                     next(_seq), "kernel", label, self.index, threading.get_ident(), host_start,
                     self.clock.now(), start, end, nid, program.name, compiled_ns if first else 0,
-                    queue_wait_ns=start - ready, timeline=tl, program=program))
+                    queue_wait_ns=start - ready, timeline=tl, program=program)
+                self.records.append(rec)
+        if rec is not None and self.on_record is not None:
+            self.on_record(rec)
         return result
 
     def fallback(self, op: str, compute: Callable[[], object]):
@@ -109,16 +120,16 @@ class NeuronCoreRuntime:
         host_start = self.clock.now()
         result = compute()
         if self.recording:
-            self.records.append(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(),
-                                          host_start, self.clock.now()))
+            self._record(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(),
+                                   host_start, self.clock.now()))
         return result
 
     def record_fallback(self, op: str, reason: str = "") -> None:
         """An op whose kernel could not serve this call: computed on the host, marked as fallback."""
         if self.recording:
             now = self.clock.now()
-            self.records.append(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(), now, now,
-                                          neff_name=reason[:200]))
+            self._record(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(), now, now,
+                                   neff_name=reason[:200]))
 
     # --- copies ---------------------------------------------------------------------------------
     def copy(self, direction: str, nbytes: int, compute: Callable[[], object] | None = None, op: str = ""):
@@ -134,10 +145,15 @@ class NeuronCoreRuntime:
             self.device_free_ns = end
         self.clock.wait_until(end)
         if self.recording:
-            self.records.append(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
-                                          threading.get_ident(), host_start, self.clock.now(), start, end,
-                                          bytes=nbytes))
+            self._record(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
+                                   threading.get_ident(), host_start, self.clock.now(), start, end,
+                                   bytes=nbytes))
         return result
+
+    def _record(self, rec: Execution) -> None:
+        self.records.append(rec)
+        if self.on_record is not None:
+            self.on_record(rec)
 
     def synchronize(self) -> int:
         """Block the host until the device is idle; returns the emulated ns waited."""
