@@ -1,34 +1,39 @@
-"""Read a Chrome/Kineto JSON trace as a stream of parsed event chunks plus its top-level keys.
+"""Stream a Chrome/Kineto JSON trace as parsed chunks of events, plus its other top-level keys.
 
-Parsing a whole trace at once holds every event as a Python dict (about 1 KB each) until the last
-one is converted; a million-event trace then needs gigabytes. Instead the ``traceEvents`` array is
-cut into chunks of a few MB at event boundaries and each chunk is parsed with orjson, converted to
-columns by the caller and dropped, so the peak is the file text plus one chunk of dicts.
+Parsing a whole trace at once is what makes big traces expensive: orjson needs about 12x the
+document's size while parsing, and the resulting dicts cost about 1 KB per event. Instead the file
+is read in 1 MB blocks (gunzipped on the fly), the ``traceEvents`` array is cut into pieces of
+about 256 KB at event boundaries, and each piece is parsed, handed to the caller and dropped.
+Parsing then needs a few MB however big the trace is.
 
-Cutting is safe without a tokenizer: a cut is made only after a ``}`` followed by ``,`` and ``{``.
+Cutting needs no tokenizer: a cut is made only after a ``}`` that is followed by ``,`` and ``{``.
 If that spot is not really between two top-level events (it is inside a string or a nested
-object), the text before it is not a complete JSON array and orjson rejects it. The last chunk is
-parsed as "the rest of an array"; orjson reports where that array ends, which locates the other
-top-level keys. Whenever anything does not line up, :class:`NeedsWholeParse` tells the caller to
-start over with :meth:`ChromeDocument.parse_whole`, which also yields the precise error for a file
-that is really broken.
+object), the piece before it is not a complete JSON array and orjson rejects it; the piece is then
+extended to the next such spot. The last piece is parsed as "the rest of an array", and orjson's
+report of where that array ends locates the top-level keys that follow it.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from os import PathLike
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
 from .errors import TraceFormatError
 
-CHUNK_BYTES = 8 << 20
+# orjson needs roughly 12x a piece's size while parsing it, and the dicts it returns about 4x;
+# 256 KB pieces keep that under 5 MB, and parse as fast as big ones.
+CHUNK_BYTES = 256 << 10
+_READ_BYTES = 1 << 20
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -38,95 +43,113 @@ _AFTER_DOCUMENT = "unexpected content after document"
 CHROME_FORMAT_HINT = (
     "A Chrome/Kineto trace is a JSON object with a 'traceEvents' list, or a bare JSON list of events"
 )
+_TRUNCATED_HINT = "The file looks truncated (was the profiler still writing it?); export the trace again"
+_BROKEN_HINT = "Check that the file is a trace from torch.profiler (export_chrome_trace) or Chrome tracing"
 
 
 class NeedsWholeParse(Exception):
-    """Chunked reading could not proceed; read the document with ``parse_whole()`` instead."""
+    """The document's shape is unusual; read it with ``ChromeSource.parse_whole()`` instead."""
 
 
-def read_trace_bytes(path: str | PathLike[str]) -> bytes:
-    """The file's text, gunzipped when it is gzip data (whatever its name says)."""
-    raw = Path(path).read_bytes()
-    if raw[:2] != _GZIP_MAGIC:
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except EOFError as exc:
-        raise TraceFormatError(
-            path, f"the gzip data is truncated ({exc})", "The file was cut short; copy or export it again"
-        ) from None
-    except (OSError, zlib.error) as exc:
-        raise TraceFormatError(
-            path, f"the gzip data is corrupt ({exc})", "Re-export the trace, or gunzip it to see what is left"
-        ) from None
+class ChromeSource:
+    """A trace file (or bytes) that can be read more than once: streamed for speed, or whole when
+    its shape calls for it. :attr:`metadata` is complete after :meth:`chunks` has finished."""
 
-
-class ChromeDocument:
-    """A trace's text. Iterate :meth:`chunks` for the events; :attr:`metadata` (the top-level keys
-    other than ``traceEvents``) is complete once the iteration has finished."""
-
-    def __init__(self, text: bytes, source: str) -> None:
-        self.text = text
+    def __init__(self, open_binary: Callable[[], BinaryIO], source: str) -> None:
+        self._open_binary = open_binary
         self.source = source
         self.metadata: dict = {}
-        start = _skip_whitespace(text, 0)
-        if text.startswith(_UTF8_BOM, start):
-            start = _skip_whitespace(text, start + 3)
-        if start == len(text):
-            raise TraceFormatError(source, "the file is empty", CHROME_FORMAT_HINT)
-        self._start = start
 
-    def chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[list]:
-        """Lists of event dicts in file order; raises NeedsWholeParse when it cannot cut safely."""
-        text, first = self.text, self.text[self._start : self._start + 1]
-        if first == b"[":
-            yield from self._array_chunks(self._start, chunk_bytes, bare=True)
-            return
-        if first != b"{":
-            raise NeedsWholeParse
-        key = _TRACE_EVENTS_KEY.search(text, self._start)
-        if key is None:
-            raise NeedsWholeParse
-        yield from self._array_chunks(key.end() - 1, chunk_bytes, bare=False)
+    @classmethod
+    def from_path(cls, path: str | PathLike[str]) -> ChromeSource:
+        path = Path(path)
+        with open(path, "rb") as probe:  # FileNotFoundError etc. surface here, as for open()
+            gzipped = probe.read(2) == _GZIP_MAGIC
+        if gzipped:
+            return cls(lambda: gzip.GzipFile(path, "rb"), str(path))
+        return cls(lambda: open(path, "rb"), str(path))
 
-    def _array_chunks(self, open_at: int, chunk_bytes: int, bare: bool) -> Iterator[list]:
-        text = self.text
-        view = memoryview(text)
-        pos = _skip_whitespace(text, open_at + 1)
-        while True:
-            if pos < len(text) and text[pos] == ord("]"):
-                end = pos + 1
-                break
-            boundary = None
-            if pos + chunk_bytes < len(text):
-                boundary = _EVENT_BOUNDARY.search(text, pos + chunk_bytes)
-            if boundary is not None:
-                try:
-                    events = orjson.loads(b"".join((b"[", view[pos : boundary.start() + 1], b"]")))
-                except orjson.JSONDecodeError:
-                    boundary = None  # not a real event boundary: read the rest in one go
-                else:
-                    yield events
-                    pos = boundary.end() - 1
-                    continue
-            events, end = _rest_of_array(text, pos)
-            yield events
-            break
-        if bare:
-            if text[end:].strip(_WHITESPACE):
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<trace>") -> ChromeSource:
+        if data[:2] == _GZIP_MAGIC:
+            return cls(lambda: gzip.GzipFile(fileobj=io.BytesIO(data)), source)
+        return cls(lambda: io.BytesIO(data), source)
+
+    def head(self, size: int) -> bytes:
+        """The first ``size`` bytes of the (gunzipped) text."""
+        with self._open_binary() as stream:
+            return _read(stream, size, self.source)
+
+    # --- streaming -------------------------------------------------------------------------
+
+    def chunks(
+        self, chunk_bytes: int = CHUNK_BYTES, transform: Callable[[bytes], bytes] | None = None
+    ) -> Iterator[list]:
+        """Lists of event dicts in file order. ``transform`` rewrites each piece's text before it
+        is parsed. Raises NeedsWholeParse when the document is not shaped like a trace."""
+        with self._open_binary() as stream:
+            window = _Window(stream, self.source)
+            start = window.skip_whitespace(0)
+            if start is None:
+                raise TraceFormatError(self.source, "the file is empty", CHROME_FORMAT_HINT)
+            if window.buf.startswith(_UTF8_BOM, start):
+                start = window.skip_whitespace(start + len(_UTF8_BOM))
+            first = window.buf[start : start + 1]
+            if first == b"[":
+                open_at, header = start, None
+            elif first == b"{":
+                key = window.find(_TRACE_EVENTS_KEY, start)
+                if key is None:
+                    raise NeedsWholeParse
+                open_at = key.end() - 1
+                header = window.buf[start:open_at]
+            else:
+                raise NeedsWholeParse
+            pieces = _Pieces(window, chunk_bytes, transform, bare=header is None, locate=self._line_and_column)
+            yield from pieces.read(open_at + 1)
+            trailer = window.rest(pieces.end)
+        if header is None:
+            if trailer.strip(_WHITESPACE):
                 raise NeedsWholeParse
             return
-        self.metadata = _top_level_keys(text, open_at, end)
+        self.metadata = _top_level_keys(header, trailer)
 
-    def parse_whole(self) -> list:
+    def _line_and_column(self, offset: int) -> tuple[int, int]:
+        # Counting lines on every piece would tax every load; errors re-read the text instead.
+        with self._open_binary() as stream:
+            line, line_start, seen = 1, 0, 0
+            while seen < offset:
+                block = stream.read(min(_READ_BYTES, offset - seen))
+                if not block:
+                    break
+                newlines = block.count(b"\n")
+                if newlines:
+                    line += newlines
+                    line_start = seen + block.rfind(b"\n") + 1
+                seen += len(block)
+        return line, offset - line_start + 1
+
+    # --- whole document --------------------------------------------------------------------
+
+    def parse_whole(self, transform: Callable[[bytes], bytes] | None = None) -> list:
         """All events from one full parse; raises TraceFormatError describing what is wrong."""
-        text, source = self.text, self.source
+        with self._open_binary() as stream:
+            text = _read(stream, -1, self.source)
+        if transform is not None:
+            text = transform(text)
+        source = self.source
+        start = len(text) - len(text.lstrip(_WHITESPACE))
+        if not text[start:]:
+            raise TraceFormatError(source, "the file is empty", CHROME_FORMAT_HINT)
         try:
             document = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
-            document = _unterminated_list(text, self._start)
+            document = _unterminated_list(text)
             if document is None:
-                raise TraceFormatError(source, f"not valid JSON: {_describe(exc, text)}", _hint(exc, text)) from None
+                hint = _TRUNCATED_HINT if exc.pos >= len(text.rstrip(_WHITESPACE)) - 1 else _BROKEN_HINT
+                raise TraceFormatError(
+                    source, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}", hint
+                ) from None
         if isinstance(document, list):
             return document
         if not isinstance(document, dict):
@@ -145,29 +168,210 @@ class ChromeDocument:
         return events
 
 
-def _skip_whitespace(text: bytes, pos: int) -> int:
-    while pos < len(text) and text[pos] in _WHITESPACE:
-        pos += 1
-    return pos
+class _Pieces:
+    """Cuts the events array into pieces and parses them; ``end`` is set, as an offset into the
+    window, just past the array's closing ']' once :meth:`read` is exhausted."""
+
+    def __init__(self, window: _Window, chunk_bytes: int, transform, bare: bool, locate) -> None:
+        self.window = window
+        self.locate = locate  # file offset -> (line, column), for error messages
+        self.chunk_bytes = chunk_bytes
+        self.transform = transform
+        self.bare = bare
+        self.end = -1
+
+    def read(self, pos: int) -> Iterator[list]:
+        window = self.window
+        while True:
+            pos = window.skip_whitespace(pos)
+            if pos is None:
+                if self.bare:  # Chrome's JSON Array Format may end without ']'
+                    self.end = window.size()
+                    return
+                raise self._error("unexpected end of data inside 'traceEvents'", window.size(), _TRUNCATED_HINT)
+            if window.buf[pos : pos + 1] == b"]":
+                self.end = pos + 1
+                return
+            boundary = window.find(_EVENT_BOUNDARY, pos + self.chunk_bytes)
+            while boundary is not None:
+                piece = window.buf[pos : boundary.start() + 1]
+                document = b"".join((b"[", self._text(piece), b"]"))
+                try:
+                    events = orjson.loads(document)
+                except orjson.JSONDecodeError as exc:
+                    end = _array_end(piece)
+                    if end is not None:  # the array closed inside this piece
+                        yield self._elements(piece[:end])
+                        self.end = pos + end
+                        return
+                    if self.transform:  # locate the failure in the text as it is in the file
+                        document = b"".join((b"[", piece, b"]"))
+                        exc = _parse_error(document) or exc
+                    failed_at = _byte_offset(document, exc.pos)
+                    if failed_at < len(document) - 1:
+                        # A cut inside a string or object fails at the very end; this is a
+                        # real error in the text.
+                        hint = _TRUNCATED_HINT if exc.msg.startswith("unexpected end") else _BROKEN_HINT
+                        raise self._error(exc.msg, pos + failed_at - 1, hint) from None
+                    # Not an event boundary: retry with a piece twice as long, so a giant
+                    # event costs O(n log n) parsing, not O(n^2).
+                    boundary = window.find(_EVENT_BOUNDARY, pos + 2 * len(piece))
+                    continue
+                yield events
+                break
+            if boundary is None:
+                yield from self._last_piece(pos)
+                return
+            pos = window.discard_before(boundary.end() - 1)
+
+    def _last_piece(self, pos: int) -> Iterator[list]:
+        piece = self.window.buf[pos:]
+        try:
+            orjson.loads(b"".join((b"[", piece)))
+            end = len(piece)
+        except orjson.JSONDecodeError as exc:
+            if exc.msg == _AFTER_DOCUMENT:
+                end = _array_end(piece)
+            elif self.bare and exc.msg.startswith("unexpected end"):
+                # Chrome's JSON Array Format may end without ']' (a writer that was still running).
+                yield self._elements(piece.rstrip(_WHITESPACE).rstrip(b",") + b"]")
+                self.end = self.window.size()
+                return
+            else:
+                hint = _TRUNCATED_HINT if exc.msg.startswith("unexpected end") else _BROKEN_HINT
+                offset = _byte_offset(b"".join((b"[", piece)), exc.pos) - 1
+                raise self._error(exc.msg, pos + offset, hint) from None
+        yield self._elements(piece[:end])
+        self.end = pos + end
+
+    def _text(self, piece: bytes) -> bytes:
+        return self.transform(piece) if self.transform else piece
+
+    def _elements(self, elements_and_bracket: bytes) -> list:
+        document = b"".join((b"[", self._text(elements_and_bracket)))
+        try:
+            return orjson.loads(document)
+        except orjson.JSONDecodeError as exc:
+            hint = _TRUNCATED_HINT if exc.msg.startswith("unexpected end") else _BROKEN_HINT
+            raise self._error(exc.msg, _byte_offset(document, exc.pos) - 1, hint) from None
+
+    def _error(self, problem: str, offset: int, hint: str) -> TraceFormatError:
+        line, column = self.locate(self.window.offset + offset)
+        return TraceFormatError(self.window.source, f"not valid JSON: {problem} at line {line}, column {column}", hint)
 
 
-def _rest_of_array(text: bytes, pos: int) -> tuple[list, int]:
-    """Parse ``text[pos:]`` as the remaining elements of an array: (elements, offset past ']')."""
-    document = b"".join((b"[", memoryview(text)[pos:]))
+class _Window:
+    """The part of a stream pulled into memory and not yet consumed, and where it sits."""
+
+    def __init__(self, stream: BinaryIO, source: str) -> None:
+        self.stream = stream
+        self.source = source
+        # A bytearray grows in place and drops a consumed prefix with one memmove; rebuilding a
+        # bytes object for each would copy the whole buffer every time.
+        self.buf = bytearray()
+        self.offset = 0  # stream offset of buf[0]
+        self.eof = False
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        block = _read(self.stream, _READ_BYTES, self.source)
+        if not block:
+            self.eof = True
+            return False
+        self.buf += block
+        return True
+
+    def size(self) -> int:
+        return len(self.buf)
+
+    def skip_whitespace(self, pos: int) -> int | None:
+        """Offset of the first non-space byte at or after ``pos``; None at the end of the stream."""
+        while True:
+            found = _NON_SPACE.search(self.buf, pos)
+            if found is not None:
+                return found.start()
+            pos = len(self.buf)
+            if not self.more():
+                return None
+
+    def find(self, pattern: re.Pattern, pos: int) -> re.Match | None:
+        """The next match at or after ``pos``, reading on as needed; None at the end of the
+        stream. Its offsets stay valid until discard_before()."""
+        while True:
+            while len(self.buf) <= pos and self.more():
+                pass
+            match = pattern.search(self.buf, min(pos, len(self.buf)))
+            if match is not None:
+                return match
+            searched = len(self.buf)
+            if not self.more():
+                return None
+            pos = max(pos, searched - 64)  # a match may straddle the old end
+
+    def discard_before(self, pos: int) -> int:
+        """Forget the text before ``pos`` (once enough has piled up); returns where ``pos`` is now."""
+        if pos < _READ_BYTES:
+            return pos
+        del self.buf[:pos]
+        self.offset += pos
+        return 0
+
+    def rest(self, pos: int) -> bytes:
+        while self.more():
+            pass
+        return bytes(self.buf[pos:])
+
+
+
+def _read(stream: BinaryIO, size: int, source: str) -> bytes:
     try:
-        return orjson.loads(document), len(text)
+        return stream.read(size)
+    except EOFError as exc:
+        raise TraceFormatError(
+            source, f"the gzip data is truncated ({exc})", "The file was cut short; copy or export it again"
+        ) from None
+    except (OSError, zlib.error) as exc:
+        raise TraceFormatError(
+            source, f"the gzip data is corrupt ({exc})", "Re-export the trace, or gunzip it to see what is left"
+        ) from None
+
+
+def _array_end(elements: bytes) -> int | None:
+    """If ``elements`` holds the rest of an array and then more text, the offset just past the
+    array's ']'; None if it does not."""
+    document = b"".join((b"[", elements))
+    try:
+        orjson.loads(document)
+        return None
     except orjson.JSONDecodeError as exc:
         if exc.msg != _AFTER_DOCUMENT:
-            raise NeedsWholeParse from None
-        end = exc.pos  # first non-space byte after the array
+            return None
+        end = _byte_offset(document, exc.pos)  # the first non-space byte after the array
     while document[end - 1] in _WHITESPACE:
         end -= 1
-    return orjson.loads(memoryview(document)[:end]), pos + end - 1
+    return end - 1
 
 
-def _top_level_keys(text: bytes, open_at: int, end: int) -> dict:
+def _parse_error(document: bytes) -> orjson.JSONDecodeError | None:
     try:
-        document = orjson.loads(b"".join((memoryview(text)[:open_at], b"[]", memoryview(text)[end:])))
+        orjson.loads(document)
+    except orjson.JSONDecodeError as exc:
+        return exc
+    return None
+
+
+def _byte_offset(document: bytes, char_offset: int) -> int:
+    """orjson reports positions in characters; the window works in bytes."""
+    head = document[:char_offset]
+    if head.isascii():
+        return char_offset
+    return len(document.decode("utf-8", "replace")[:char_offset].encode("utf-8", "replace"))
+
+
+def _top_level_keys(header: bytes, trailer: bytes) -> dict:
+    try:
+        document = orjson.loads(b"".join((header, b"[]", trailer)))
     except orjson.JSONDecodeError:
         raise NeedsWholeParse from None
     # A 'traceEvents' match inside some string would leave a different shape here.
@@ -177,23 +381,12 @@ def _top_level_keys(text: bytes, open_at: int, end: int) -> dict:
     return document
 
 
-def _unterminated_list(text: bytes, start: int) -> list | None:
+def _unterminated_list(text: bytes) -> list | None:
     """The Chrome "JSON Array Format" lets a writer that is still running omit the closing ']'."""
-    if text[start : start + 1] != b"[":
+    if not text.lstrip(_WHITESPACE).startswith(b"["):
         return None
-    body = text.rstrip(_WHITESPACE).rstrip(b",")
     try:
-        document = orjson.loads(body + b"]")
+        document = orjson.loads(text.rstrip(_WHITESPACE).rstrip(b",") + b"]")
     except orjson.JSONDecodeError:
         return None
     return document if isinstance(document, list) else None
-
-
-def _describe(exc: orjson.JSONDecodeError, text: bytes) -> str:
-    return f"{exc.msg} at line {exc.lineno}, column {exc.colno} (byte {exc.pos} of {len(text)})"
-
-
-def _hint(exc: orjson.JSONDecodeError, text: bytes) -> str:
-    if exc.msg.startswith("unexpected end of data") or exc.pos >= len(text.rstrip(_WHITESPACE)) - 1:
-        return "The file looks truncated (was the profiler still writing it?); export the trace again"
-    return "Check that the file is a trace from torch.profiler (export_chrome_trace) or Chrome tracing"

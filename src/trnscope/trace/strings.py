@@ -5,15 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-import pyarrow as pa
 
 
 class StringTable:
-    """Append-only table of unique strings; id 0 is always the empty string."""
+    """Append-only table of unique strings; id 0 is always the empty string.
+
+    ``ids`` maps strings to ids and is also consulted with raw JSON values (None, numbers), which
+    are stored as their text; readers look values up in it directly in their hot loops.
+    """
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         self._values: list[str] = [""]
-        self._ids: dict[str, int] = {"": 0}
+        self.ids: dict[object, int] = {"": 0, None: 0}
         self._array: np.ndarray | None = None
         for value in values:
             self.intern(value)
@@ -27,35 +30,31 @@ class StringTable:
     def __iter__(self):
         return iter(self._values)
 
-    def intern(self, value: str) -> int:
-        string_id = self._ids.get(value)
+    def intern(self, value: object) -> int:
+        """Id of ``value`` (None -> "", other non-strings -> their str()), adding it if new."""
+        string_id = self.ids.get(value)
+        if string_id is not None:
+            return string_id
+        text = value if isinstance(value, str) else str(value)
+        string_id = self.ids.get(text)
         if string_id is None:
             string_id = len(self._values)
-            self._values.append(value)
-            self._ids[value] = string_id
+            self._values.append(text)
+            self.ids[text] = string_id
             self._array = None
+        self.ids[value] = string_id
         return string_id
 
     def id_of(self, value: str) -> int | None:
         """The id of ``value``, or None when the trace never uses it (so a filter can match nothing)."""
-        return self._ids.get(value)
+        return self.ids.get(value)
 
     def encode(self, values: Sequence[object]) -> np.ndarray:
-        """Ids (int32) for a column of strings; None becomes "" and other non-strings their str()."""
-        if len(values) == 0:
-            return np.zeros(0, dtype=np.int32)
-        # Dictionary-encoding in Arrow runs in C; only the (few) distinct values go through Python.
-        try:
-            encoded = pa.array(values, type=pa.string()).dictionary_encode()
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            encoded = pa.array(["" if v is None else str(v) for v in values]).dictionary_encode()
-        dictionary = encoded.dictionary.to_pylist()
-        # One extra slot at the end of the remap table catches nulls (missing names) as id 0.
-        remap = np.zeros(len(dictionary) + 1, dtype=np.int32)
-        for index, value in enumerate(dictionary):
-            remap[index] = self.intern(value)
-        indices = encoded.indices.fill_null(len(dictionary)).to_numpy(zero_copy_only=False)
-        return remap[indices]
+        """Ids (int32) for a column of strings."""
+        get, intern = self.ids.get, self.intern
+        return np.fromiter(
+            (i if (i := get(v)) is not None else intern(v) for v in values), dtype=np.int32, count=len(values)
+        )
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Strings (object array) for an array of ids."""
@@ -65,4 +64,3 @@ class StringTable:
 
     def to_list(self) -> list[str]:
         return list(self._values)
-

@@ -163,7 +163,7 @@ class SliceIndex:
             position, count = straddler
             at = level_first[level_index]
             if sizes[level_index] and ids[at] == 0:
-                if self.dur[position] > self.dur[best[at]]:
+                if self.dur[position] >= self.dur[best[at]]:  # ties go to the earlier slice
                     best[at] = position
                 merged[at] += count
             else:

@@ -43,7 +43,8 @@ def us_to_ns(values: list) -> np.ndarray:
     if array.dtype.kind in "iu":
         return array.astype(np.int64) * 1000
     if array.dtype.kind != "f":
-        array = array.astype(np.float64)  # raises on strings/None: the caller reports the event
+        # Strings, None, nested values: the caller finds the offending event and reports it.
+        raise TypeError(f"timestamps must be numbers, got values of type {array.dtype}")
     # Splitting off the integer part keeps the product exact: frac * 1000 is tiny, and the
     # integer part times 1000 is done in int64.
     whole = np.floor(array)

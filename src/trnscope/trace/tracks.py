@@ -32,6 +32,11 @@ class Track:
     thread_sort_index: int | None = None
 
     @property
+    def sort_index(self) -> int:
+        """Position in display order: tracks are numbered in the order they are shown."""
+        return self.id
+
+    @property
     def label(self) -> str:
         if self.name:
             return self.name
@@ -50,16 +55,22 @@ def _order_value(value: PidLike) -> tuple:
     return (1, 0, "" if value is None else str(value))
 
 
+def _sort_position(explicit: int | None, default: PidLike) -> tuple:
+    # Kineto writes sort_index = pid (CPU) or 16777216 + device (GPU); a process or thread
+    # without one sorts as if its sort index were its id.
+    if explicit is not None:
+        return (0, explicit)
+    return (0, default) if isinstance(default, int) else (1, 0)
+
+
 def display_key(track: Track) -> tuple:
-    """How tracks are ordered on screen: processes by sort index (default pid), threads inside a
-    process by sort index (default tid), counters after threads, like chrome://tracing."""
-    process_order = track.process_sort_index
-    thread_order = track.thread_sort_index
+    """How tracks are ordered on screen: processes by sort index (default: pid), threads inside a
+    process by sort index (default: tid), counters after threads, like chrome://tracing."""
     return (
-        (0, process_order) if process_order is not None else (1, 0),
+        _sort_position(track.process_sort_index, track.pid),
         _order_value(track.pid),
         1 if track.kind is TrackKind.COUNTER else 0,
-        (0, thread_order) if thread_order is not None else (1, 0),
+        _sort_position(track.thread_sort_index, track.tid),
         _order_value(track.tid),
         track.name,
     )

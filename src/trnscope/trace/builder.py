@@ -1,0 +1,322 @@
+"""Assemble a Trace from events given in any order, in batches.
+
+Readers (and exporters that build traces directly) hand over columns chunk by chunk;
+:meth:`TraceBuilder.finish` then does the work that needs everything at once: pairing B/E events,
+deciding track kinds and display order, sorting, nesting, and binding flows to slice rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import orjson
+
+from .args import ArgsBuilder
+from .flows import bind_to_slices, pair_flow_events
+from .model import Trace
+from .nesting import compute_nesting
+from .strings import StringTable
+from .tables import CounterTable, FlowTable, InstantTable, SliceTable
+from .track_kinds import DEVICE_CATEGORIES, classify
+from .tracks import Track, TrackKind, display_key
+
+
+@dataclass
+class ProcessInfo:
+    name: str = ""
+    labels: str = ""
+    sort_index: int | None = None
+
+
+@dataclass
+class TrackInfo:
+    pid: object
+    tid: object
+    counter: bool = False
+    name: str = ""
+    sort_index: int | None = None
+    kind: TrackKind | None = None  # set by producers that know better than the heuristics
+
+
+class TraceBuilder:
+    def __init__(self, source: str | None = None) -> None:
+        self.source = source
+        self.strings = StringTable()
+        self.metadata: dict = {}
+        self.diagnostics: Counter = Counter()
+        self.processes: dict[object, ProcessInfo] = {}
+        self.track_infos: list[TrackInfo] = []
+        self.track_keys: dict[tuple, int] = {}
+        self._slices: list[tuple[np.ndarray, ...]] = []
+        self._slice_args = ArgsBuilder()
+        self._begin_end: list[tuple] = []
+        self._instants: list[tuple[np.ndarray, ...]] = []
+        self._instant_args = ArgsBuilder()
+        self._samples: list[tuple[np.ndarray, ...]] = []
+        self._flow_events: list[tuple[np.ndarray, ...]] = []
+
+    # --- tracks and processes --------------------------------------------------------------
+
+    def track_for(self, pid: object, tid: object) -> int:
+        key = (pid, tid)
+        track = self.track_keys.get(key)
+        if track is None:
+            track = self.track_keys[key] = len(self.track_infos)
+            self.track_infos.append(TrackInfo(pid, tid))
+        return track
+
+    def counter_track_for(self, pid: object, name: str) -> int:
+        key = ("counter", pid, name)
+        track = self.track_keys.get(key)
+        if track is None:
+            track = self.track_keys[key] = len(self.track_infos)
+            self.track_infos.append(TrackInfo(pid, None, counter=True, name=name))
+        return track
+
+    def process(self, pid: object) -> ProcessInfo:
+        info = self.processes.get(pid)
+        if info is None:
+            info = self.processes[pid] = ProcessInfo()
+        return info
+
+    def thread(self, pid: object, tid: object) -> TrackInfo:
+        return self.track_infos[self.track_for(pid, tid)]
+
+    # --- events, in batches ----------------------------------------------------------------
+
+    def intern(self, value: object) -> int:
+        return self.strings.intern(value)
+
+    def add_slices(self, track, ts_ns, dur_ns, name_ids, cat_ids, args: Sequence[bytes]) -> None:
+        """Complete events. Names and categories are ids from :meth:`intern`; ``args`` holds each
+        event's args as JSON text (b"" for none)."""
+        if len(ts_ns) == 0:
+            return
+        self._slices.append(
+            (
+                np.asarray(ts_ns, dtype=np.int64),
+                np.asarray(dur_ns, dtype=np.int64),
+                np.asarray(track, dtype=np.int32),
+                np.asarray(name_ids, dtype=np.int32),
+                np.asarray(cat_ids, dtype=np.int32),
+            )
+        )
+        self._slice_args.extend(args)
+
+    def add_begin_end(self, track: int, ts_ns: int, phase: str, name, cat, args: dict | None) -> None:
+        """One B or E event; they are paired per track in finish()."""
+        self._begin_end.append((track, ts_ns, len(self._begin_end), phase, name, cat, args))
+
+    def add_instants(self, track, ts_ns, name_ids, cat_ids, scopes, args: Sequence[bytes]) -> None:
+        if len(ts_ns) == 0:
+            return
+        self._instants.append(
+            (
+                np.asarray(ts_ns, dtype=np.int64),
+                np.asarray(track, dtype=np.int32),
+                np.asarray(name_ids, dtype=np.int32),
+                np.asarray(cat_ids, dtype=np.int32),
+                np.asarray(scopes, dtype=np.uint8),
+            )
+        )
+        self._instant_args.extend(args)
+
+    def add_counter_samples(self, track, series_name_ids, ts_ns, values) -> None:
+        if len(ts_ns) == 0:
+            return
+        self._samples.append(
+            (
+                np.asarray(track, dtype=np.int32),
+                np.asarray(series_name_ids, dtype=np.int32),
+                np.asarray(ts_ns, dtype=np.int64),
+                np.asarray(values, dtype=np.float64),
+            )
+        )
+
+    def add_flow_events(self, track, ts_ns, phase, flow_id, name_ids, cat_ids, next_slice) -> None:
+        """Flow events (phase: flows.PHASE_START/STEP/FINISH); ``flow_id`` as int64 (see
+        :func:`flow_id_number` for ids written as strings)."""
+        if len(ts_ns) == 0:
+            return
+        self._flow_events.append(
+            (
+                np.asarray(track, dtype=np.int32),
+                np.asarray(ts_ns, dtype=np.int64),
+                np.asarray(phase, dtype=np.int8),
+                np.asarray(flow_id, dtype=np.int64),
+                np.asarray(name_ids, dtype=np.int32),
+                np.asarray(cat_ids, dtype=np.int32),
+                np.asarray(next_slice, dtype=bool),
+            )
+        )
+
+    def flow_id_number(self, value: object) -> int:
+        """An int64 for a flow id: numbers as written, "0x1f"-style strings parsed, other strings
+        a negative number unique to the string."""
+        try:
+            return int(value, 0) if isinstance(value, str) else int(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return -1 - self.strings.intern(str(value))
+
+    # --- assembly --------------------------------------------------------------------------
+
+    def finish(self) -> Trace:
+        self._pair_begin_end()
+        ts, dur, track, name, cat = _concat(self._slices, [np.int64, np.int64, np.int32, np.int32, np.int32])
+        args = self._slice_args.finish()
+        if np.any(dur < 0):
+            self.diagnostics["negative_durations_clamped"] += int(np.count_nonzero(dur < 0))
+            dur = np.maximum(dur, 0)
+        tracks, new_id = self._final_tracks(track, cat)
+        track = new_id[track] if len(track) else track
+
+        order = np.lexsort((-dur, ts, track))  # stable: equal slices keep file order
+        ts, dur, track, name, cat = ts[order], dur[order], track[order], name[order], cat[order]
+        track_offsets = np.searchsorted(track, np.arange(len(tracks) + 1)).astype(np.int64)
+        depth, parent = compute_nesting(ts, dur, track_offsets)
+        slices = SliceTable(ts, dur, track, name, cat, depth, parent, args.take(order), track_offsets)
+
+        instants = self._instant_table(new_id)
+        counters = self._counter_table(new_id)
+        flows = self._flow_table(slices, new_id)
+        return Trace(
+            slices=slices,
+            tracks=tracks,
+            instants=instants,
+            counters=counters,
+            flows=flows,
+            strings=self.strings,
+            metadata=self.metadata,
+            diagnostics={k: v for k, v in sorted(self.diagnostics.items()) if v},
+            source=self.source,
+        )
+
+    def _pair_begin_end(self) -> None:
+        if not self._begin_end:
+            return
+        events = sorted(self._begin_end, key=lambda e: (e[0], e[1], e[2]))
+        last_ts = max(
+            [e[1] for e in events] + [int((p[0] + p[1]).max()) for p in self._slices if len(p[0])]
+        )
+        open_by_track: dict[int, list[tuple]] = {}
+        slices = []
+        for track, ts, _, phase, name, cat, args in events:
+            stack = open_by_track.setdefault(track, [])
+            if phase == "B":
+                stack.append((track, ts, name, cat, dict(args or {})))
+            elif stack:
+                _, start, b_name, b_cat, b_args = stack.pop()
+                b_args.update(args or {})  # Chrome merges the E event's args into the slice
+                slices.append((track, start, ts - start, b_name, b_cat, b_args))
+            else:
+                self.diagnostics["end_events_without_begin"] += 1
+        for stack in open_by_track.values():
+            for track, start, name, cat, args in stack:
+                # Still open when the trace stopped: show it running to the end of the trace.
+                self.diagnostics["begin_events_without_end"] += 1
+                slices.append((track, start, last_ts - start, name, cat, args))
+        if slices:
+            columns = list(zip(*slices))
+            self.add_slices(
+                columns[0], columns[1], columns[2], self.strings.encode(columns[3]),
+                self.strings.encode(columns[4]), [orjson.dumps(a) if a else b"" for a in columns[5]],
+            )
+        self._begin_end = []
+
+    def _final_tracks(self, track: np.ndarray, cat: np.ndarray) -> tuple[list[Track], np.ndarray]:
+        """Tracks with kinds, numbered in display order, and the old->new id map."""
+        count = len(self.track_infos)
+        device_ids = [i for i in (self.strings.id_of(c) for c in DEVICE_CATEGORIES) if i is not None]
+        total = np.bincount(track, minlength=count)
+        device = np.bincount(track[np.isin(cat, device_ids)], minlength=count)
+        drafts = []
+        for old, info in enumerate(self.track_infos):
+            process = self.processes.get(info.pid, ProcessInfo())
+            kind = info.kind or classify(
+                is_counter=info.counter,
+                pid=info.pid,
+                tid=info.tid,
+                thread_name=info.name,
+                process_name=process.name,
+                process_labels=process.labels,
+                device_fraction=device[old] / total[old] if total[old] else 0.0,
+            )
+            drafts.append(
+                Track(
+                    id=old,
+                    kind=kind,
+                    pid=info.pid,
+                    tid=info.tid,
+                    name=info.name,
+                    process_name=process.name,
+                    process_labels=process.labels,
+                    process_sort_index=process.sort_index,
+                    thread_sort_index=info.sort_index,
+                )
+            )
+        ordered = sorted(drafts, key=display_key)
+        new_id = np.zeros(count, dtype=np.int32)
+        tracks = []
+        for position, draft in enumerate(ordered):
+            new_id[draft.id] = position
+            tracks.append(_renumbered(draft, position))
+        return tracks, new_id
+
+    def _instant_table(self, new_id: np.ndarray) -> InstantTable:
+        ts, track, name, cat, scope = _concat(self._instants, [np.int64, np.int32, np.int32, np.int32, np.uint8])
+        args = self._instant_args.finish()
+        track = new_id[track] if len(track) else track
+        order = np.lexsort((ts, track))
+        return InstantTable(ts[order], track[order], name[order], cat[order], scope[order], args.take(order))
+
+    def _counter_table(self, new_id: np.ndarray) -> CounterTable:
+        track, series_name, ts, value = _concat(self._samples, [np.int32, np.int32, np.int64, np.float64])
+        track = new_id[track] if len(track) else track
+        series_key = (track.astype(np.int64) << 32) | series_name.astype(np.int64)
+        keys, series = np.unique(series_key, return_inverse=True)
+        series = series.astype(np.int32)
+        order = np.lexsort((ts, series))
+        offsets = np.searchsorted(series[order], np.arange(len(keys) + 1)).astype(np.int64)
+        return CounterTable(
+            series_track=(keys >> 32).astype(np.int32),
+            series_name=(keys & 0xFFFFFFFF).astype(np.int32),
+            series=series[order],
+            ts_ns=ts[order],
+            value=value[order],
+            series_offsets=offsets,
+        )
+
+    def _flow_table(self, slices: SliceTable, new_id: np.ndarray) -> FlowTable:
+        track, ts, phase, flow_id, name, cat, next_slice = _concat(
+            self._flow_events, [np.int32, np.int64, np.int8, np.int64, np.int32, np.int32, bool]
+        )
+        track = new_id[track] if len(track) else track
+        source, target = pair_flow_events(cat, flow_id, phase, ts)
+        self.diagnostics["unpaired_flow_events"] += len(flow_id) - len(np.union1d(source, target))
+        rows = bind_to_slices(slices, track, ts, next_slice)
+        bound = (rows[source] >= 0) & (rows[target] >= 0)
+        self.diagnostics["flows_without_slice"] += int(np.count_nonzero(~bound))
+        source, target = source[bound], target[bound]
+        return FlowTable(
+            flow_id=flow_id[source],
+            name=name[source],
+            cat=cat[source],
+            start_row=rows[source],
+            end_row=rows[target],
+            start_ts_ns=ts[source],
+            end_ts_ns=ts[target],
+            end_next_slice=next_slice[target],
+        )
+
+
+def _concat(parts: list[tuple[np.ndarray, ...]], dtypes: list) -> list[np.ndarray]:
+    if not parts:
+        return [np.zeros(0, dtype=d) for d in dtypes]
+    return [np.concatenate([p[i] for p in parts]).astype(d, copy=False) for i, d in enumerate(dtypes)]
+
+
+def _renumbered(track: Track, new_id: int) -> Track:
+    return replace(track, id=new_id)
