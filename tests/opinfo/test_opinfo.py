@@ -12,9 +12,20 @@ from trnscope.device.opinfo_sweep import ops_to_sweep, run_op
 
 OPS = ops_to_sweep()
 SAMPLES = 2
+# the sweep moves every tensor argument to the device; these two OpInfos need theirs where they were
+HARNESS_LIMITS = {
+    "tensor_split": "takes its index tensor on the CPU (CUDA fails the same way)",
+    "as_strided.partial_views": "depends on the input's storage layout, which .to() compacts",
+}
 
 
-@pytest.mark.parametrize("opinfo", OPS, ids=[o.full_name for o in OPS])
+def _param(o):
+    if o.full_name in HARNESS_LIMITS:
+        return pytest.param(o, id=o.full_name, marks=pytest.mark.xfail(reason=HARNESS_LIMITS[o.full_name]))
+    return pytest.param(o, id=o.full_name)
+
+
+@pytest.mark.parametrize("opinfo", [_param(o) for o in OPS])
 def test_op_matches_cpu(opinfo):
     checked = 0
     for dtype in (torch.float32, torch.bfloat16):
