@@ -1,0 +1,104 @@
+"""Profiler overhead: the same naive-RMSNorm loop on ``neuron``, unprofiled vs profiled.
+
+In one process, interleaved, ``--repeats`` times:
+
+* unprofiled: the loop (``--iters`` iterations, then ``torch.neuron.synchronize()``);
+* plain torch.profiler (CPU + PrivateUse1 activities, no NeuronConfig), for reference;
+* NeuronConfig(modes=[DEVICE, RUNTIME]): the loop timed inside the session (the per-iteration
+  overhead: the target is <= 1.25x the unprofiled loop), the whole session (entering and leaving
+  the profiler, a fixed cost), and the session plus NeuronProfiler.export_trace (trace.json,
+  system_trace.json, NEFFs, NTFFs, manifest).
+
+Wall time and the main thread's CPU time are both reported (process CPU time would add the
+numerics' worker threads spinning), as medians and minima: these machines are noisy, and the
+minimum is the steadier estimate for a CPU-bound loop.
+
+    .venv/bin/python benchmarks/bench_profiler_overhead.py [--iters 50] [--repeats 9] [--shape 64x1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from trnscope.profiling import NeuronConfig, NeuronProfiler, ProfileMode
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+CLOCKS = {"wall": time.perf_counter, "main-thread cpu": time.thread_time}
+
+
+def naive_rms_norm(x, w, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def loop(x, w, iters):
+    for _ in range(iters):
+        naive_rms_norm(x, w)
+    torch.neuron.synchronize()
+
+
+def stamp():
+    return {c: f() for c, f in CLOCKS.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--shape", default="64x1024")
+    args = ap.parse_args()
+    rows, cols = (int(v) for v in args.shape.split("x"))
+    x = torch.randn(rows, cols).to("neuron")
+    w = torch.randn(cols).to("neuron")
+    loop(x, w, 3)  # warm-up: NEFFs compiled and simulated once
+
+    variants = ["plain", "kineto_loop", "neuron_loop", "neuron_session", "neuron_export"]
+    res = {(c, v): [] for c in CLOCKS for v in variants}
+
+    def add(v, a, b):
+        for c in CLOCKS:
+            res[(c, v)].append(b[c] - a[c])
+
+    with tempfile.TemporaryDirectory() as out, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(args.repeats):
+            t0 = stamp()
+            loop(x, w, args.iters)
+            add("plain", t0, stamp())
+
+            with profile(activities=ACTIVITIES):
+                t0 = stamp()
+                loop(x, w, args.iters)
+                add("kineto_loop", t0, stamp())
+
+            cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=out)
+            s0 = stamp()
+            with profile(activities=ACTIVITIES, experimental_config=cfg) as prof:
+                t0 = stamp()
+                loop(x, w, args.iters)
+                add("neuron_loop", t0, stamp())
+            add("neuron_session", s0, stamp())
+            NeuronProfiler(cfg).export_trace(prof)
+            add("neuron_export", s0, stamp())
+
+    labels = {"plain": "unprofiled loop", "kineto_loop": "torch.profiler (no NeuronConfig): loop",
+              "neuron_loop": "NeuronConfig(DEVICE, RUNTIME): loop", "neuron_session": "  ... whole session (enter/exit)",
+              "neuron_export": "  ... session + export_trace"}
+    print(f"naive RMSNorm {rows}x{cols} on neuron, {args.iters} iterations x {args.repeats} repeats, interleaved")
+    for c in CLOCKS:
+        med0, min0 = statistics.median(res[(c, "plain")]), min(res[(c, "plain")])
+        print(f" {c + ' time':42s}   median    ratio       min    ratio")
+        for v, label in labels.items():
+            med, mn = statistics.median(res[(c, v)]), min(res[(c, v)])
+            print(f"  {label:40s} {med * 1e3:8.1f} ms {med / med0:6.3f}x {mn * 1e3:8.1f} ms {mn / min0:6.3f}x")
+    print(" target: NeuronConfig loop <= 1.25x the unprofiled loop")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""Capture: turn the runtime's recording on and off with torch.profiler's recording window.
+
+How a session is detected (pinned to torch 2.13; ``check_torch_internals()`` and the tests fail
+loudly if these move). ``torch.profiler.profile`` (and ``torch.autograd.profiler.profile`` used
+directly) funnel every window through one ``torch.autograd.profiler.profile`` object per cycle:
+
+* ``profile._start_trace()``: Kineto starts recording (the RECORD phase of a schedule; warm-up
+  only calls ``_prepare_trace``). After it, if ``self.experimental_config`` is a
+  :class:`~.config.NeuronConfig`, trnscope opens a :class:`Window`: the selected NeuronCores'
+  runtimes record executions, the device executor is wrapped so every device call leaves a
+  ``trnscope::dispatch`` span, each recorded execution leaves a ``trnscope::exec#<seq>`` marker
+  (runtime ``on_record`` hook), and host samplers start for CPU_UTIL / HOST_MEMORY.
+* ``profile.__exit__()``: the window closes *before* torch's own processing (which synchronises
+  the device): executions whose device end lies after the close are in flight and are dropped,
+  as the real runtime profiler only sees completed work (warned once per NeuronConfig).
+* ``profile._parse_kineto_results()``: the FunctionEvents torch built are post-processed
+  (:func:`.events.postprocess`): emulator machinery dropped, times moved onto the emulated clock,
+  device kernels attached to the ops that dispatched them, device rows added.
+* ``profile.export_chrome_trace()``: writes trnscope's framework trace (CPU ops from Kineto's own
+  JSON plus device lanes) instead of Kineto's raw file.
+
+Nothing else in torch is touched; a session without a NeuronConfig is not affected.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+import socket
+import sys
+import threading
+import time
+import warnings
+
+import torch
+import torch.autograd.profiler as _autograd_profiler
+
+from .. import runtime
+from .config import NeuronConfig, ProfileMode
+from .correlate import MARKER_PREFIX, SPAN_NAME, ClockMap, epoch_offset_ns
+from .hostsamples import HostSampler
+
+BACKEND = "neuron"
+TORCH_PINNED = "2.13"
+_RF = torch._C._profiler._RecordFunctionFast
+
+
+class NeuronProfilerWarning(UserWarning):
+    """Something in a Neuron profile is not what the user probably expects."""
+
+
+_window_ids = itertools.count(1)
+_active: "Window | None" = None
+_active_lock = threading.Lock()
+
+
+_INTERNAL_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+                  os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first caller outside trnscope and torch (where a warning helps)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(_INTERNAL_DIRS):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def warn_once(cfg: NeuronConfig | None, key: str, message: str) -> None:
+    """Warn (once per NeuronConfig and key), pointing at the user's code."""
+    if cfg is not None:
+        if key in cfg._warned:
+            return
+        cfg._warned.add(key)
+    warnings.warn(f"trnscope: {message}", NeuronProfilerWarning, stacklevel=_user_stacklevel())
+
+
+_enable_record_function = torch.autograd._enable_record_function
+_tls = threading.local()
+
+
+def _memory_allocated(nc: int) -> int:
+    from ..device import memory
+
+    return memory.stats(nc).allocated
+
+
+class _SpanExecutor:
+    """Wraps the device executor while a window is open: each device call becomes a span.
+
+    Inside the span, PyTorch's RecordFunction is switched off for the thread
+    (``torch.autograd._enable_record_function``, thread-local): the ATen ops the emulator runs on
+    host views would only be recorded to be dropped again, and recording them is most of the
+    profiler's overhead on small ops. The markers of executions made inside are emitted as the
+    span closes (RecordFunction on again, still inside the span, so still inside the op).
+    """
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def execute(self, call):
+        with _RF(SPAN_NAME):
+            depth = getattr(_tls, "depth", 0)
+            _tls.depth = depth + 1
+            if depth == 0:
+                _tls.pending = []
+                _enable_record_function(False)
+            try:
+                return self.inner.execute(call)
+            finally:
+                _tls.depth = depth
+                if depth == 0:
+                    _enable_record_function(True)
+                    for seq in _tls.pending:  # markers of the executions made inside, still in the span
+                        with _RF(f"{MARKER_PREFIX}{seq}"):
+                            pass
+                    _tls.pending = []
+
+    def synchronize(self, device: int) -> None:
+        return self.inner.synchronize(device)
+
+    def clock_ns(self, device: int) -> int:
+        return self.inner.clock_ns(device)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class Window:
+    """One recording window of a profiling session: what the runtime did while Kineto recorded."""
+
+    def __init__(self, prof, cfg: NeuronConfig) -> None:
+        self.id = next(_window_ids)
+        self.config = cfg
+        self.use_device = getattr(prof, "use_device", None)
+        self.capture_device = cfg.records_device and self.use_device == BACKEND
+        self.clock = runtime.CLOCK
+        self.clockmap = ClockMap(self.clock, epoch_offset_ns())
+        self.wall_start = time.time()
+        self.hostname = socket.gethostname()
+        self.pid = os.getpid()
+        self.start_em = self.clock.now()
+        self.close_em: int | None = None
+        self.open = True
+        self.cores: list[int] = []
+        self.captured: list = []        # Execution records, in order of recording
+        self.records: list = []         # completed by the close (what the profile shows)
+        self.missing: list = []         # still in flight at the close (dropped)
+        self.hbm: list[tuple[int, int, int]] = []   # (emulated ns, nc, allocated bytes)
+        self.sample_hbm = cfg.has(ProfileMode.RUNTIME)
+        self.native_tid: dict[int, int] = {}        # threading.get_ident() -> OS thread id
+        self.hook_errors: list[str] = []
+        self.sampler: HostSampler | None = None
+        self.exported: list = []
+        self._saved: list[tuple] = []
+        self._executor = None
+        self._lock = threading.Lock()
+
+    # --- runtime hook (runs on the dispatching thread, inside the op) -----------------------
+    def on_record(self, ex) -> None:
+        try:
+            with self._lock:
+                self.captured.append(ex)
+            if ex.thread not in self.native_tid:
+                self.native_tid[ex.thread] = threading.get_native_id()
+            if getattr(_tls, "depth", 0) > 0:
+                _tls.pending.append(ex.seq)  # RecordFunction is off here: the span emits the marker
+            else:
+                with _RF(f"{MARKER_PREFIX}{ex.seq}"):
+                    pass
+            if self.sample_hbm:
+                self.hbm.append((ex.host_end_ns, ex.device, _memory_allocated(ex.device)))
+        except Exception as exc:  # never break the user's op
+            if len(self.hook_errors) < 5:
+                self.hook_errors.append(repr(exc))
+
+    # --- open / close -----------------------------------------------------------------------
+    def begin(self) -> None:
+        cfg = self.config
+        if cfg.records_device and self.use_device != BACKEND:
+            warn_once(cfg, "activity", "NeuronConfig asks for device/runtime capture, but the profiler's activities "
+                      "do not include ProfilerActivity.PrivateUse1, so no Neuron device activity is captured. "
+                      "Pass activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1].")
+        if self.capture_device:
+            from ..device import dispatch
+
+            known = {rt.index for rt in runtime.cores()} | set(range(torch.neuron.device_count()))
+            selected = sorted(i for i in known if cfg.captures_nc(i))
+            if not selected:
+                warn_once(cfg, "nc", f"capture_enabled_for_nc={cfg.capture_enabled_for_nc!r} selects none of this "
+                          f"process's NeuronCores ({sorted(known)}); no device activity is captured.")
+            for i in selected:
+                rt = runtime.core(i)
+                self._saved.append((rt, rt.recording, rt.on_record))
+                rt.on_record = self.on_record
+                rt.recording = True
+            self.cores = selected
+            current = dispatch.get_executor()
+            if not isinstance(current, _SpanExecutor):
+                self._executor = _SpanExecutor(current)
+                dispatch.set_executor(self._executor)
+        if cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY):
+            self.sampler = HostSampler(cfg.has(ProfileMode.CPU_UTIL), cfg.has(ProfileMode.HOST_MEMORY))
+            self.sampler.start()
+        self.start_em = self.clock.now()
+
+    def end(self) -> None:
+        if not self.open:
+            return
+        self.open = False
+        self.close_em = self.clock.now()
+        for rt, recording, hook in self._saved:
+            rt.recording = recording
+            rt.on_record = hook
+            if not recording:  # the records were ours only: do not let the runtime keep them
+                mine = {id(r) for r in self.captured}
+                rt.records[:] = [r for r in rt.records if id(r) not in mine]
+        self._saved = []
+        if self._executor is not None:
+            from ..device import dispatch
+
+            if dispatch.get_executor() is self._executor:
+                dispatch.set_executor(self._executor.inner)
+            self._executor = None
+        if self.sampler is not None:
+            self.sampler.stop()
+        close = self.close_em
+        self.records = [r for r in self.captured if r.device_end_ns <= close]
+        self.missing = [r for r in self.captured if r.device_end_ns > close]
+
+    def warn_about_close(self) -> None:
+        """The close's warnings (emitted once torch has finished closing the session)."""
+        if self.missing:
+            kinds = sum(1 for r in self.missing if r.kind == "kernel")
+            warn_once(self.config, "in_flight",
+                      f"{len(self.missing)} device execution(s) ({kinds} kernel(s)) were still running on the "
+                      f"NeuronCore when the profiling window closed and are missing from the profile, as with "
+                      f"Neuron's runtime profiler. Call torch.neuron.synchronize() before prof.step() (or before "
+                      f"leaving the profile context) so that the window holds all of its device work.")
+        if self.hook_errors:
+            warn_once(self.config, "hook", f"recording hook failed: {self.hook_errors[0]}")
+
+
+# --- torch hooks --------------------------------------------------------------------------------
+
+_Profile = _autograd_profiler.profile
+_ORIG: dict[str, object] = {}
+_EXPECTED = {
+    "_start_trace": ["self"],
+    "__exit__": ["self", "exc_type", "exc_val", "exc_tb"],
+    "_parse_kineto_results": ["self", "result", "timeout_s"],
+    "export_chrome_trace": ["self", "path", "metadata", "use_python_export"],
+}
+
+
+def check_torch_internals() -> list[str]:
+    """What of the torch internals trnscope relies on is missing or changed ([] when all is well)."""
+    problems = []
+    if not torch.__version__.startswith(TORCH_PINNED):
+        problems.append(f"torch {torch.__version__} (trnscope.profiling is written against torch {TORCH_PINNED})")
+    for name, params in _EXPECTED.items():
+        fn = _ORIG.get(name) or getattr(_Profile, name, None)
+        if fn is None:
+            problems.append(f"torch.autograd.profiler.profile.{name} is gone")
+            continue
+        got = list(inspect.signature(fn).parameters)
+        if got != params:
+            problems.append(f"torch.autograd.profiler.profile.{name}{tuple(got)} != expected {tuple(params)}")
+    if not hasattr(torch._C._profiler, "_RecordFunctionFast"):
+        problems.append("torch._C._profiler._RecordFunctionFast is gone")
+    sig = inspect.signature(torch.autograd.profiler_util.FunctionEvent.__init__)
+    for p in ("device_type", "device_index", "use_device", "trace_name", "is_user_annotation"):
+        if p not in sig.parameters:
+            problems.append(f"FunctionEvent() no longer takes {p}=")
+    return problems
+
+
+def _window_of(prof) -> "Window | None":
+    return getattr(prof, "_trnscope_window", None)
+
+
+def _start_trace(self):
+    _ORIG["_start_trace"](self)
+    cfg = getattr(self, "experimental_config", None)
+    if isinstance(cfg, NeuronConfig):
+        global _active
+        with _active_lock:
+            if _active is not None and _active.open:
+                _active.end()
+            w = Window(self, cfg)
+            _active = w
+        self._trnscope_window = w
+        w.begin()
+
+
+def _exit(self, exc_type, exc_val, exc_tb):
+    w = _window_of(self)
+    closing = w is not None and w.open
+    if closing:
+        global _active
+        w.end()
+        with _active_lock:
+            if _active is w:
+                _active = None
+    result = _ORIG["__exit__"](self, exc_type, exc_val, exc_tb)
+    if closing:
+        w.warn_about_close()
+    return result
+
+
+def _parse_kineto_results(self, result, timeout_s=None):
+    events = _ORIG["_parse_kineto_results"](self, result, timeout_s=timeout_s)
+    w = _window_of(self)
+    if w is None or w.open:
+        return events
+    from .events import postprocess
+
+    return postprocess(w, events, result.trace_start_ns())
+
+
+def _export_chrome_trace(self, path, metadata=None, use_python_export=False):
+    w = _window_of(self)
+    if w is None or w.open or use_python_export or self.kineto_results is None:
+        return _ORIG["export_chrome_trace"](self, path, metadata, use_python_export)
+    from .framework_trace import write_framework_trace
+
+    write_framework_trace(self, w, path)
+
+
+def install() -> None:
+    """Install the hooks (idempotent). Raises RuntimeError if torch's internals moved."""
+    if _ORIG:
+        return
+    missing = [n for n in _EXPECTED if not hasattr(_Profile, n)]
+    if missing:
+        raise RuntimeError(f"trnscope.profiling cannot hook torch {torch.__version__}: "
+                           f"torch.autograd.profiler.profile lacks {missing}; it supports torch {TORCH_PINNED}")
+    problems = check_torch_internals()
+    if problems:
+        warnings.warn("trnscope.profiling: torch internals differ from what it was written for: "
+                      + "; ".join(problems), NeuronProfilerWarning)
+    for name, fn in (("_start_trace", _start_trace), ("__exit__", _exit),
+                     ("_parse_kineto_results", _parse_kineto_results),
+                     ("export_chrome_trace", _export_chrome_trace)):
+        _ORIG[name] = getattr(_Profile, name)
+        fn.__name__ = name
+        fn.__doc__ = getattr(_ORIG[name], "__doc__", None)
+        setattr(_Profile, name, fn)
+
+
+def installed() -> bool:
+    return bool(_ORIG) and getattr(_Profile, "_start_trace") is _start_trace
+
+
+def active_window() -> "Window | None":
+    return _active

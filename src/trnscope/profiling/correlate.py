@@ -1,0 +1,229 @@
+"""Correlation: which host events are the user's, which op dispatched each device execution, and
+the mapping of host timestamps onto the emulated clock.
+
+The same classification runs on the ``FunctionEvent`` list (for ``key_averages()``) and on the
+events of Kineto's Chrome JSON (for ``trace.json`` and the system trace), so both agree.
+
+While a Neuron profiling window is open, trnscope leaves two kinds of zero-cost-to-numerics marks in
+the PyTorch profiler (see :mod:`.capture`):
+
+* ``trnscope::dispatch`` spans around every call into the device (the executor): what happens
+  inside is emulator machinery (Python frames, host views, NumPy numerics, simulation) that a real
+  NeuronCore backend does in C++ or on the device. It is dropped, together with trnscope's own
+  Python frames (``with_stack=True``) and anything recorded wholly inside an emulation cut of the
+  clock; the span's own time stays with the op as host dispatch time.
+* ``trnscope::exec#<seq>`` markers, emitted by the runtime's ``on_record`` hook on the thread that
+  dispatched execution ``seq``, inside the op: the nearest kept ancestor of the marker is the op
+  that dispatched it. No clock arithmetic is involved, so the link is exact.
+
+Structured-op folding: a functional ATen op on ``neuron`` reaches the device as an allocation
+(``aten::empty``) plus its ``out=`` variant of the same name (a Python PrivateUse1 backend cannot
+register structured kernels). TorchNeuron, like CUDA, runs such an op as one kernel under one
+event, so ``P -> [aten::empty, P]`` with the inner ``P`` dispatched to the device is folded into
+the outer ``P`` (the inner op's kernels and children move up; the allocation's time stays in the
+outer op's self time).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+SPAN_NAME = "trnscope::dispatch"
+MARKER_PREFIX = "trnscope::exec#"
+ALLOC_OPS = frozenset({"aten::empty", "aten::empty_strided"})
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# packages whose Python frames are device/runtime machinery (a C++ backend has no such frames);
+# trnscope.cli is not: `trnscope run script.py` runs the user's code under its frames
+_MACHINERY = ("device", "runtime", "compiler", "sim", "interp", "isa", "hw", "profiling", "__init__")
+# Kineto names a frame "<path relative to its sys.path entry>(<line>): <function>"
+_MACHINERY_FRAME = re.compile(r"^(?:.*[/\\])?trnscope[/\\](?:" + "|".join(_MACHINERY) + r")\b[^()]*\(\d+\): ")
+# the device module API (torch.neuron.*) a user calls: its frame stays, what it calls does not
+_PUBLIC_FRAME = re.compile(r"^(?:.*[/\\])?trnscope[/\\]device[/\\](?:neuron|streams)\.py\(\d+\): ")
+
+
+def is_trnscope_frame(name: str) -> bool:
+    """A ``python_function`` event of trnscope's machinery (``trnscope/device/dispatch.py(88): execute``)."""
+    if name.startswith(_PKG_DIR):
+        name = "trnscope" + name[len(_PKG_DIR):]
+    return bool(_MACHINERY_FRAME.match(name))
+
+
+def is_public_frame(name: str) -> bool:
+    if name.startswith(_PKG_DIR):
+        name = "trnscope" + name[len(_PKG_DIR):]
+    return bool(_PUBLIC_FRAME.match(name))
+
+
+def epoch_offset_ns(samples: int = 15) -> int:
+    """``time.time_ns() - time.perf_counter_ns()``, from the tightest of ``samples`` readings.
+
+    Kineto stamps events in Unix-epoch ns (CLOCK_REALTIME); the runtime's clock is built on
+    ``perf_counter_ns`` (CLOCK_MONOTONIC). Their difference is constant between clock steps.
+    """
+    best = None
+    for _ in range(samples):
+        a = time.perf_counter_ns()
+        e = time.time_ns()
+        b = time.perf_counter_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, e - (a + b) // 2)
+    return best[1]
+
+
+@dataclass
+class Classified:
+    """Result of :func:`classify` over n events (indices into the caller's lists)."""
+    keep: list[bool]
+    parent: list[int]                 # nearest kept ancestor of a kept event (-1: top level)
+    dispatcher: dict[int, int]        # execution seq -> index of the kept op that dispatched it (-1: none)
+    internal: int = 0                 # events dropped as emulator machinery
+    folded: int = 0                   # events folded into their structured parent
+    marker_index: dict[int, int] = field(default_factory=dict)  # seq -> index of its marker event
+
+
+def emulator_functions() -> frozenset[str]:
+    """Names of trnscope's own ``torch.autograd.Function``s: their ``apply`` shows in the profiler as
+    an event of the class name (e.g. ``_RMSNorm`` inside ``aten::rms_norm``), which a native backend
+    would not have. They count as emulator machinery."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return frozenset()
+    out, todo = set(), list(torch.autograd.Function.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if getattr(cls, "__module__", "").startswith("trnscope."):
+            out.add(cls.__name__)
+    return frozenset(out)
+
+
+def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], names: Sequence[str],
+             python: Sequence[bool], in_cut: Callable[[int, int], bool] | None = None,
+             fold: bool = True, machinery: frozenset[str] = frozenset()) -> Classified:
+    """Classify host events (same clock for all; ``threads`` any hashable lane key).
+
+    ``machinery``: extra event names that are emulator machinery (see :func:`emulator_functions`).
+    """
+    n = len(names)
+    parent = [-1] * n
+    order = sorted(range(n), key=lambda i: (threads[i], starts[i], -ends[i]))
+    stack: list[int] = []
+    cur_thread = object()
+    for i in order:
+        if threads[i] != cur_thread:
+            cur_thread = threads[i]
+            stack = []
+        s, e = starts[i], ends[i]
+        while stack:
+            p = stack[-1]
+            if s >= ends[p] or e > ends[p]:  # torch's rule (EventList._populate_cpu_children)
+                stack.pop()
+            else:
+                parent[i] = p
+                break
+        stack.append(i)
+
+    internal = [False] * n
+    owner = list(range(n))           # nearest non-internal ancestor-or-self
+    dispatched = [False] * n         # a kept op that called into the device (holds a span)
+    markers: dict[int, int] = {}
+    n_internal = 0
+    opaque = [False] * n             # a kept frame whose callees are machinery (torch.neuron.synchronize)
+    for i in order:                  # parents come before their children in this order
+        name = names[i]
+        p = parent[i]
+        is_marker = name.startswith(MARKER_PREFIX)
+        root = name == SPAN_NAME or name in machinery or (p >= 0 and opaque[p])
+        if python[i] and not root and is_trnscope_frame(name):
+            entry = not (p >= 0 and (internal[p] or (python[p] and is_trnscope_frame(names[p]))))
+            if entry and is_public_frame(name):
+                opaque[i] = True
+            else:
+                root = True
+        cut = in_cut is not None and not is_marker and in_cut(starts[i], ends[i])
+        if (p >= 0 and internal[p]) or root or is_marker or cut:
+            internal[i] = True
+            owner[i] = owner[p] if p >= 0 else -1
+            if name == SPAN_NAME and owner[i] >= 0:  # the op called into the device
+                dispatched[owner[i]] = True
+            if is_marker:
+                try:
+                    markers[int(name[len(MARKER_PREFIX):])] = i
+                except ValueError:
+                    pass
+            else:
+                n_internal += 1
+    # kept children of kept events
+    children: dict[int, list[int]] = {}
+    for i in order:
+        if not internal[i] and parent[i] >= 0:
+            children.setdefault(parent[i], []).append(i)
+    redirect: dict[int, int] = {}
+    if fold:
+        for p, kids in children.items():
+            if dispatched[p] or p in redirect:
+                continue
+            same = [c for c in kids if names[c] == names[p]]
+            if len(same) != 1 or not dispatched[same[0]]:
+                continue
+            others = [c for c in kids if c != same[0]]
+            # allowed beside the out= variant: its output allocation, and host-only helpers
+            # (aten::result_type, aten::to of a scalar), which stay as children
+            if all(names[o] in ALLOC_OPS or not dispatched[o] for o in others):
+                redirect[same[0]] = p
+                for o in others:
+                    if names[o] in ALLOC_OPS and dispatched[o]:
+                        redirect[o] = p
+
+    def resolve(i: int) -> int:
+        while i in redirect:
+            i = redirect[i]
+        return i
+
+    keep = [not internal[i] and i not in redirect for i in range(n)]
+    final_parent = [-1] * n
+    for i in range(n):
+        if keep[i]:
+            p = parent[i]
+            while p >= 0 and not keep[p]:
+                p = redirect[p] if p in redirect else parent[p]
+            final_parent[i] = p
+    dispatcher = {seq: (resolve(owner[m]) if owner[m] >= 0 else -1) for seq, m in markers.items()}
+    return Classified(keep, final_parent, dispatcher, n_internal, len(redirect), markers)
+
+
+class ClockMap:
+    """Kineto timestamps (Unix-epoch ns) -> the emulated clock, and back to epoch for writing.
+
+    ``emulated(epoch_ns)`` drops the emulator's cuts and inserts host waits exactly as the runtime
+    clock does for its own records; ``to_epoch(emulated_ns)`` shifts emulated ns onto the epoch
+    axis Kineto files use, so framework and device events share one axis in every file.
+    """
+
+    def __init__(self, clock, offset_ns: int) -> None:
+        self.clock = clock
+        self.offset = offset_ns            # epoch - perf_counter
+
+    def real(self, epoch_ns: int) -> int:
+        return epoch_ns - self.offset
+
+    def emulated(self, epoch_ns: int) -> int:
+        return self.clock.to_emulated(epoch_ns - self.offset)
+
+    def to_epoch(self, emulated_ns: int) -> int:
+        return emulated_ns + self.offset
+
+    def in_cut(self, start_epoch: int, end_epoch: int) -> bool:
+        """The real interval lies wholly inside one stretch of emulator work."""
+        a, b = start_epoch - self.offset, end_epoch - self.offset
+        if not self.clock.in_cut(a):
+            return False
+        if b <= a:
+            return True
+        return self.clock.in_cut(b - 1) and self.clock.to_emulated(a) == self.clock.to_emulated(b - 1)

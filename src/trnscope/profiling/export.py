@@ -1,0 +1,290 @@
+"""``NeuronProfiler``: writes one profile directory per recording window.
+
+``NeuronProfiler(cfg).export_trace`` is the ``on_trace_ready`` handler (it may also be called by
+hand after a ``with profile(...)`` block). Each call writes
+
+    <profile_output_dir>/<hostname>_pid_<pid>/<YYYYmmdd_HHMMSS_ffffff>/
+        trace.json                       framework trace (Kineto-compatible, device lanes)   always
+        system_trace.json                runtime + hardware lanes, flows, HBM usage           RUNTIME
+        neff_<id>.neff                   every NEFF executed in the window                    DEVICE
+        <id>_instid_0_vnc_<nc>.ntff      its instruction trace on NeuronCore <nc>             DEVICE
+        cpu_util.json                    host CPU utilisation samples                         CPU_UTIL
+        host_mem.json                    host memory samples                                  HOST_MEMORY
+        manifest.json                    every file with size and sha256; "complete"          always, last
+
+Every file is written under a temporary name and renamed into place; ``manifest.json`` comes last,
+so a directory without a manifest, or with ``"complete": false`` and a ``reason``, is a profile
+that did not finish. A failure never propagates into the training loop: it is recorded in the
+manifest and warned about.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import shutil
+import traceback
+from pathlib import Path
+
+import orjson
+
+from .capture import Window, warn_once
+from .config import NeuronConfig, ProfileMode
+from .framework_trace import FrameworkView, neff_file_name, ntff_name, write_json_atomic
+
+MANIFEST_SCHEMA = "trnscope-profile-manifest"
+MANIFEST_VERSION = 1
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _autograd_profile(prof):
+    """The ``torch.autograd.profiler.profile`` behind a ``torch.profiler.profile`` (or itself)."""
+    inner = getattr(prof, "profiler", None)
+    return inner if inner is not None and hasattr(inner, "kineto_results") else prof
+
+
+class NeuronProfiler:
+    """Exports Neuron profiles: pass ``export_trace`` as ``on_trace_ready``."""
+
+    def __init__(self, config: NeuronConfig | None = None) -> None:
+        if config is not None and not isinstance(config, NeuronConfig):
+            raise TypeError(f"NeuronProfiler expects a NeuronConfig, got {type(config).__name__}")
+        self.config = config
+        self.exports: list[Path] = []
+
+    @property
+    def last_export(self) -> Path | None:
+        return self.exports[-1] if self.exports else None
+
+    # --- the handler ------------------------------------------------------------------------
+    def export_trace(self, prof) -> Path | None:
+        """Write the profile directory of ``prof``'s last recording window; returns its path."""
+        ap = _autograd_profile(prof)
+        w: Window | None = getattr(ap, "_trnscope_window", None)
+        if w is None:
+            cfg = self.config
+            warn_once(cfg, "no_window", "export_trace: this profiler session recorded no Neuron window (was "
+                      "experimental_config a NeuronConfig, and did the window close?); nothing written.")
+            return None
+        if w.open:
+            raise RuntimeError("export_trace: the profiling window is still recording; call it from on_trace_ready "
+                               "or after the profile context has exited")
+        cfg = w.config
+        out_dir = self._window_dir(cfg, w)
+        files: list[dict] = []
+        warnings_list: list[str] = []
+        complete, reason = True, None
+        try:
+            ntff_files = self._device_files(cfg, w, out_dir, files, warnings_list)
+            view = FrameworkView(ap, w)
+            self._write_json(out_dir / "trace.json", view.document(ntff_files, trace_name=str(out_dir / "trace.json")),
+                             "framework_trace", files)
+            if cfg.has(ProfileMode.RUNTIME) and w.capture_device:
+                from .system_trace import build_system_trace
+
+                self._write_json(out_dir / "system_trace.json", build_system_trace(view, ntff_files),
+                                 "system_trace", files)
+            if w.sampler is not None:
+                self._host_files(cfg, w, view, out_dir, files)
+        except Exception as exc:  # record, warn, never break the user's loop
+            complete = False
+            reason = f"{type(exc).__name__}: {exc}"
+            warnings_list.append(traceback.format_exc(limit=5))
+        if w.missing:
+            warnings_list.append(f"{len(w.missing)} device execution(s) in flight at window close were not captured; "
+                                 f"call torch.neuron.synchronize() before prof.step()")
+        self._write_manifest(out_dir, w, cfg, files, complete, reason, warnings_list)
+        if not complete:
+            warn_once(None, "", f"the profile in {out_dir} is incomplete: {reason}")
+        w.exported.append(out_dir)
+        self.exports.append(out_dir)
+        return out_dir
+
+    __call__ = export_trace
+
+    # --- pieces -----------------------------------------------------------------------------
+    @staticmethod
+    def _window_dir(cfg: NeuronConfig, w: Window) -> Path:
+        root = Path(cfg.profile_output_dir) / f"{w.hostname}_pid_{w.pid}"
+        stamp = datetime.datetime.fromtimestamp(w.wall_start).strftime("%Y%m%d_%H%M%S_%f")
+        d = root / stamp
+        k = 1
+        while d.exists():
+            d = root / f"{stamp}_{k}"
+            k += 1
+        d.mkdir(parents=True)
+        return d
+
+    @staticmethod
+    def _add_file(path: Path, kind: str, files: list[dict], **extra) -> None:
+        files.append({"path": path.name, "kind": kind, "bytes": path.stat().st_size, "sha256": _sha256(path), **extra})
+
+    def _write_json(self, path: Path, doc, kind: str, files: list[dict]) -> None:
+        write_json_atomic(path, doc)
+        self._add_file(path, kind, files)
+
+    def _device_files(self, cfg: NeuronConfig, w: Window, out_dir: Path, files: list[dict],
+                      warnings_list: list[str]) -> dict:
+        """NEFF + NTFF per executed NEFF (DEVICE mode); returns {(neff_id, nc): ntff file name}."""
+        if not (cfg.has(ProfileMode.DEVICE) and w.capture_device):
+            return {}
+        from ..isa import neff as neff_format
+        from . import ntff
+
+        by_neff: dict[int, list] = {}
+        for r in w.records:
+            if r.kind == "kernel" and r.program is not None:
+                by_neff.setdefault(r.neff_id, []).append(r)
+        budget: dict[int, int] = {}
+        capped: dict[int, int] = {}
+        out: dict = {}
+        for neff_id, recs in by_neff.items():
+            program = recs[0].program
+            path = out_dir / neff_file_name(neff_id)
+            tmp = path.with_name(f".{path.name}.tmp")
+            cached = cfg.neff_cache_dir / neff_file_name(neff_id) if cfg.neff_cache_dir else None
+            if cached is not None and cached.is_file():
+                shutil.copyfile(cached, tmp)
+                source = "neff_cache_dir"
+            else:
+                neff_format.save(program, tmp)
+                source = "program"
+            os.replace(tmp, path)
+            self._add_file(path, "neff", files, neff_id=str(neff_id), name=program.name, source=source)
+            for nc in sorted({r.device for r in recs}):
+                on_nc = [r for r in recs if r.device == nc]
+                tl = on_nc[0].timeline
+                n = int(tl.summary.get("instruction_count", len(program.instructions)))
+                left = cfg.max_events_per_nc - budget.get(nc, 0)
+                keep = max(0, min(n, left))
+                budget[nc] = budget.get(nc, 0) + keep
+                truncated = keep < n
+                if truncated:
+                    capped[nc] = capped.get(nc, 0) + (n - keep)
+                header = {
+                    "neff_id": str(neff_id), "neff_name": program.name, "neff_file": neff_file_name(neff_id),
+                    "vnc": nc, "instance_id": 0, "target": tl.spec.name, "neuroncore": tl.spec.neuroncore,
+                    "time_unit": "ns", "time_base": "start of the NEFF execution",
+                    "framework_ops": list(program.ops),
+                    "executions": [{"seq": r.seq, "framework_op": r.op,
+                                    "start_ns": w.clockmap.to_epoch(r.device_start_ns),
+                                    "end_ns": w.clockmap.to_epoch(r.device_end_ns),
+                                    "queue_wait_ns": r.queue_wait_ns} for r in on_nc],
+                    "summary": tl.summary,
+                    "instruction_count": n, "instructions_written": keep, "truncated": truncated,
+                    "max_events_per_nc": cfg.max_events_per_nc,
+                }
+                name = ntff_name(neff_id, nc)
+                p = out_dir / name
+                tmpn = p.with_name(f".{name}.tmp")
+                key = (neff_id, tl.spec.name) if cfg.precache_node_info else None
+                ntff.write_ntff(tmpn, header, tl, limit=keep if truncated else None, cache_key=key)
+                os.replace(tmpn, p)
+                self._add_file(p, "ntff", files, neff_id=str(neff_id), vnc=nc, truncated=truncated,
+                               instructions=keep)
+                out[(neff_id, nc)] = name
+        for nc, dropped in capped.items():
+            msg = (f"NeuronCore {nc}: {dropped} instruction event(s) beyond max_events_per_nc="
+                   f"{cfg.max_events_per_nc} were not written; the NTFFs concerned say truncated=true. "
+                   f"Raise NeuronConfig(max_events_per_nc=...) to keep them.")
+            warnings_list.append(msg)
+            warn_once(cfg, f"cap{nc}", msg)
+        return out
+
+    def _host_files(self, cfg: NeuronConfig, w: Window, view: FrameworkView, out_dir: Path, files: list[dict]) -> None:
+        s = w.sampler
+        to_epoch = w.clockmap.to_epoch
+        em = w.clockmap.clock.to_emulated
+        if cfg.has(ProfileMode.CPU_UTIL):
+            rows = [{"cpu_id": cpu, "timestamp": to_epoch(em(t0)), "duration": max(0, em(t1) - em(t0)),
+                     "wall_duration": t1 - t0, "util": round(util, 3), "instance_id": w.hostname}
+                    for t0, t1, cpu, util in s.cpu_samples]
+            doc = {"schema": "trnscope-cpu-util", "version": 1, "clock": "emulated", "time_unit": "ns",
+                   "interval_ns": int(s.interval_s * 1e9), "cpu_count": s.cpu_count(),
+                   "note": "cpu_id -1 is all CPUs together; util is percent busy over [timestamp, +wall_duration] "
+                           "of real time (emulator work included)",
+                   "samples": rows}
+            self._write_json(out_dir / "cpu_util.json", doc, "cpu_util", files)
+        if cfg.has(ProfileMode.HOST_MEMORY):
+            rows = []
+            for t, vals in s.mem_samples:
+                total = vals.get("mem_total", 0)
+                rows.append({"timestamp": to_epoch(em(t)), "usage": vals.get("rss", 0),
+                             "percent_usage": round(100.0 * vals.get("rss", 0) / total, 4) if total else 0.0,
+                             "peak_usage": vals.get("hwm", 0), "vm_size": vals.get("vm_size", 0),
+                             "mem_total": total, "mem_available": vals.get("mem_available", 0),
+                             "instance_id": w.hostname})
+            doc = {"schema": "trnscope-host-mem", "version": 1, "clock": "emulated", "time_unit": "ns",
+                   "units": "bytes", "interval_ns": int(s.interval_s * 1e9), "samples": rows}
+            self._write_json(out_dir / "host_mem.json", doc, "host_mem", files)
+
+    def _write_manifest(self, out_dir: Path, w: Window, cfg: NeuronConfig, files: list[dict], complete: bool,
+                        reason, warnings_list: list[str]) -> None:
+        import torch
+
+        import trnscope
+
+        # files on disk that the manifest does not list (left by a failure) make it incomplete
+        listed = {f["path"] for f in files}
+        stray = sorted(p.name for p in out_dir.iterdir() if p.name not in listed and p.name != "manifest.json")
+        if stray and complete:
+            complete, reason = False, f"unlisted files in the directory: {stray}"
+        doc = {
+            "schema": MANIFEST_SCHEMA,
+            "version": MANIFEST_VERSION,
+            "complete": complete,
+            "reason": reason,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "trnscope_version": trnscope.__version__,
+            "torch_version": torch.__version__,
+            "instance_id": w.hostname,
+            "process_id": w.pid,
+            "window": {
+                "id": w.id,
+                "start_ns": w.clockmap.to_epoch(w.start_em),
+                "end_ns": w.clockmap.to_epoch(w.close_em if w.close_em is not None else w.start_em),
+                "clock": "emulated",
+                "neuron_cores": w.cores,
+                "executions": len(w.records),
+                "kernels": sum(1 for r in w.records if r.kind == "kernel"),
+                "missing_in_flight": len(w.missing),
+            },
+            "config": cfg.to_dict(),
+            "warnings": warnings_list,
+            "files": files,
+        }
+        write_json_atomic(out_dir / "manifest.json", doc)
+
+
+def load_manifest(directory) -> dict:
+    return orjson.loads((Path(directory) / "manifest.json").read_bytes())
+
+
+def verify_profile(directory) -> list[str]:
+    """Problems with a profile directory ([] when its manifest is complete and every file matches)."""
+    d = Path(directory)
+    problems = []
+    try:
+        m = load_manifest(d)
+    except FileNotFoundError:
+        return ["no manifest.json (the export did not finish)"]
+    if not m.get("complete"):
+        problems.append(f"marked incomplete: {m.get('reason')}")
+    for f in m.get("files", []):
+        p = d / f["path"]
+        if not p.is_file():
+            problems.append(f"{f['path']}: missing")
+            continue
+        if p.stat().st_size != f["bytes"]:
+            problems.append(f"{f['path']}: {p.stat().st_size} bytes, manifest says {f['bytes']}")
+        elif _sha256(p) != f["sha256"]:
+            problems.append(f"{f['path']}: sha256 mismatch")
+    return problems

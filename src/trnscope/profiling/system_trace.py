@@ -1,0 +1,209 @@
+"""The system trace (``system_trace.json``): what Neuron keeps in ``ntrace.pb`` + ``trace_info.pb``.
+
+A Chrome trace-event JSON document (so Perfetto and chrome://tracing open it as is) whose lanes are
+named as Neuron Explorer's system-trace tracks, under one process ``<host>/PID:<pid>``:
+
+=============================================  ==========================================================
+lane (thread_name)                             events
+=============================================  ==========================================================
+``framework/TID:<tid>``                        the ops that dispatched device work (cat ``framework``);
+                                               ``cpu_fallback: <op>`` for ops without a device kernel
+``neuron_rt/NC:<n>``                           ``nrt_execute`` per NEFF dispatch, with a ``neff_compile``
+                                               child when the call compiled (cache miss) and instants
+                                               ``nrt_load`` (first execution of the NEFF) or
+                                               ``neff_cache_hit``; ``nrt_tensor_write``/``nrt_tensor_read``
+                                               for copies (cat ``neuron_rt``)
+``neuron_rt/NC:<n>/exec_queue``                ``queue_wait``: submitted NEFF waiting for the busy core
+``neuron_hw/NC:<n>``                           ``nc_exec_running`` per NEFF execution (cat ``neuron_hw``)
+``NC:<n>/host_to_device_transfers``            ``host_to_device`` copies (cat ``dma``)
+``NC:<n>/device_to_host_transfers``            ``device_to_host`` copies
+=============================================  ==========================================================
+
+Counters (``ph: "C"``): ``NC:<n>/hbm_usage`` (bytes and percent of HBM, sampled at each runtime
+call), and with CPU_UTIL / HOST_MEMORY ``host_cpu_util`` (all CPUs) and ``host_memory``.
+
+Flows (``ph: "s"``/``"f"``, ``bp: "e"``, cat ``neuron_flow``): framework op -> runtime call (id
+``2*seq``) and runtime call -> hardware execution or transfer (id ``2*seq+1``); every event of a
+chain also carries ``flow_in``/``flow_out`` and the execution's ``seq`` in ``args``.
+
+Timestamps: ``ts`` in µs from ``baseTimeNanoseconds`` (the framework trace's base), on the
+emulated clock. The top-level ``neuron`` object holds the schema name, version, instance and
+process ids, NeuronCores, per-NEFF execution statistics and the lane table.
+"""
+
+from __future__ import annotations
+
+from .framework_trace import neff_file_name, ntff_name
+
+SCHEMA = "trnscope-system-trace"
+VERSION = 1
+LANE_BASE = 1 << 30
+
+
+def _lane_ids(nc: int) -> dict[str, int]:
+    b = LANE_BASE + nc * 16
+    return {"rt": b, "queue": b + 1, "hw": b + 2, "h2d": b + 3, "d2h": b + 4}
+
+
+def build_system_trace(view, ntff_files: dict | None = None) -> dict:
+    w = view.window
+    pid = view.pid
+    ts, dur = view.ts, view.dur
+    events: list[dict] = []
+    meta: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"{w.hostname}/PID:{pid}"}},
+    ]
+    cores = sorted(set(w.cores) | {r.device for r in w.records})
+    for nc in cores:
+        ids = _lane_ids(nc)
+        for key, name, order in (("rt", f"neuron_rt/NC:{nc}", 10), ("queue", f"neuron_rt/NC:{nc}/exec_queue", 11),
+                                 ("hw", f"neuron_hw/NC:{nc}", 12), ("h2d", f"NC:{nc}/host_to_device_transfers", 13),
+                                 ("d2h", f"NC:{nc}/device_to_host_transfers", 14)):
+            meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": ids[key], "args": {"name": name}})
+            meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": ids[key],
+                         "args": {"sort_index": 1000 + nc * 100 + order}})
+    framework_tids: set = set()
+    emitted_ops: set[int] = set()
+    seen_neffs: set[int] = set()
+    neffs: dict[int, dict] = {}
+    for r in w.records:
+        lanes = _lane_ids(r.device)
+        tid = view.lane_tid(r)
+        framework_tids.add(tid)
+        op = view.dispatch_op.get(r.seq)
+        a, b = 2 * r.seq, 2 * r.seq + 1
+        if op is not None:
+            if id(op) not in emitted_ops:
+                emitted_ops.add(id(op))
+                oargs = {"External id": op.get("args", {}).get("External id")}
+                for k in ("Input Dims", "Input type"):
+                    if k in op.get("args", {}):
+                        oargs[k] = op["args"][k]
+                events.append({"ph": "X", "cat": "framework", "name": op.get("name", ""), "pid": pid, "tid": tid,
+                               "ts": op["ts"], "dur": op.get("dur", 0), "args": oargs})
+            if r.kind != "fallback":
+                events.append({"ph": "s", "cat": "neuron_flow", "name": "framework_to_runtime", "id": a,
+                               "pid": pid, "tid": tid, "ts": ts(r.host_start_ns)})
+        if r.kind == "fallback":
+            events.append({"ph": "X", "cat": "cpu_fallback", "name": f"cpu_fallback: {r.op}", "pid": pid, "tid": tid,
+                           "ts": ts(r.host_start_ns), "dur": dur(r.host_start_ns, r.host_end_ns),
+                           "args": {"seq": r.seq, "op": r.op, "fallback": True,
+                                    "reason": r.neff_name or "no neuron kernel", "nc": r.device}})
+            continue
+        rt_args = {"seq": r.seq, "nc": r.device, "op": r.op, "flow_out": b}
+        if op is not None:
+            rt_args["flow_in"] = a
+        if r.kind == "kernel":
+            first = r.neff_id not in seen_neffs
+            seen_neffs.add(r.neff_id)
+            rt_args.update({"neff_id": str(r.neff_id), "neff_name": r.neff_name, "compile_ns": r.compile_ns,
+                            "cache": "miss" if r.compile_ns > 0 else "hit"})
+            events.append({"ph": "X", "cat": "neuron_rt", "name": "nrt_execute", "pid": pid, "tid": lanes["rt"],
+                           "ts": ts(r.host_start_ns), "dur": dur(r.host_start_ns, r.host_end_ns), "args": rt_args})
+            if r.compile_ns > 0:
+                c_end = min(r.host_start_ns + r.compile_ns, r.host_end_ns)
+                events.append({"ph": "X", "cat": "neuron_rt", "name": "neff_compile", "pid": pid, "tid": lanes["rt"],
+                               "ts": ts(r.host_start_ns), "dur": dur(r.host_start_ns, c_end),
+                               "args": {"seq": r.seq, "neff_id": str(r.neff_id), "compile_ns": r.compile_ns}})
+                events.append({"ph": "i", "s": "t", "cat": "neuron_rt", "name": "nrt_load", "pid": pid,
+                               "tid": lanes["rt"], "ts": ts(c_end), "args": {"seq": r.seq, "neff_id": str(r.neff_id)}})
+            else:
+                events.append({"ph": "i", "s": "t", "cat": "neuron_rt", "name": "neff_cache_hit", "pid": pid,
+                               "tid": lanes["rt"], "ts": ts(r.host_start_ns),
+                               "args": {"seq": r.seq, "neff_id": str(r.neff_id), "first_in_window": first}})
+            if r.queue_wait_ns > 0:
+                q0 = r.device_start_ns - r.queue_wait_ns
+                events.append({"ph": "X", "cat": "neuron_rt", "name": "queue_wait", "pid": pid, "tid": lanes["queue"],
+                               "ts": ts(q0), "dur": dur(q0, r.device_start_ns),
+                               "args": {"seq": r.seq, "neff_id": str(r.neff_id), "queue_wait_ns": r.queue_wait_ns}})
+            s = r.timeline.summary if r.timeline is not None else {}
+            hw_args = {"seq": r.seq, "nc": r.device, "neff_id": str(r.neff_id), "neff_name": r.neff_name,
+                       "framework_op": r.op, "flow_in": b, "device_time_ns": r.device_end_ns - r.device_start_ns,
+                       "instruction_count": s.get("instruction_count", 0),
+                       "mfu_estimated_percent": round(s.get("mfu_estimated_percent", 0.0), 4),
+                       "mbu_estimated_percent": round(s.get("mbu_estimated_percent", 0.0), 4),
+                       "bottleneck": s.get("bottleneck", "")}
+            if ntff_files and (r.neff_id, r.device) in ntff_files:
+                hw_args["ntff"] = ntff_files[(r.neff_id, r.device)]
+                hw_args["neff"] = neff_file_name(r.neff_id)
+            events.append({"ph": "X", "cat": "neuron_hw", "name": "nc_exec_running", "pid": pid, "tid": lanes["hw"],
+                           "ts": ts(r.device_start_ns), "dur": dur(r.device_start_ns, r.device_end_ns), "args": hw_args})
+            events.append({"ph": "s", "cat": "neuron_flow", "name": "runtime_to_hardware", "id": b, "pid": pid,
+                           "tid": lanes["rt"], "ts": ts(r.host_start_ns)})
+            events.append({"ph": "f", "bp": "e", "cat": "neuron_flow", "name": "runtime_to_hardware", "id": b,
+                           "pid": pid, "tid": lanes["hw"], "ts": ts(r.device_start_ns)})
+            n = neffs.setdefault(r.neff_id, {"neff_name": r.neff_name, "framework_op": r.op, "executions": 0,
+                                             "device_time_ns": 0, "cores": set(),
+                                             "neff": neff_file_name(r.neff_id)})
+            n["executions"] += 1
+            n["device_time_ns"] += r.device_end_ns - r.device_start_ns
+            n["cores"].add(r.device)
+        else:
+            call = "nrt_tensor_write" if r.kind == "h2d" else "nrt_tensor_read"
+            lane = lanes["h2d"] if r.kind == "h2d" else lanes["d2h"]
+            name = "host_to_device" if r.kind == "h2d" else "device_to_host"
+            rt_args["bytes"] = r.bytes
+            events.append({"ph": "X", "cat": "neuron_rt", "name": call, "pid": pid, "tid": lanes["rt"],
+                           "ts": ts(r.host_start_ns), "dur": dur(r.host_start_ns, r.host_end_ns), "args": rt_args})
+            d = max(1, r.device_end_ns - r.device_start_ns)
+            events.append({"ph": "X", "cat": "dma", "name": name, "pid": pid, "tid": lane,
+                           "ts": ts(r.device_start_ns), "dur": dur(r.device_start_ns, r.device_end_ns),
+                           "args": {"seq": r.seq, "nc": r.device, "bytes": r.bytes, "flow_in": b,
+                                    "bandwidth_gbps": round(r.bytes / d, 4), "op": r.op}})
+            events.append({"ph": "s", "cat": "neuron_flow", "name": "runtime_to_hardware", "id": b, "pid": pid,
+                           "tid": lanes["rt"], "ts": ts(r.host_start_ns)})
+            events.append({"ph": "f", "bp": "e", "cat": "neuron_flow", "name": "runtime_to_hardware", "id": b,
+                           "pid": pid, "tid": lane, "ts": ts(r.device_start_ns)})
+        if op is not None:
+            events.append({"ph": "f", "bp": "e", "cat": "neuron_flow", "name": "framework_to_runtime", "id": a,
+                           "pid": pid, "tid": lanes["rt"], "ts": ts(r.host_start_ns)})
+    for tid in sorted(framework_tids, key=str):
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": f"framework/TID:{tid}"}})
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": 100}})
+    # HBM usage
+    from ..hw import get_spec
+
+    hbm_total = get_spec().hbm_bytes_per_core
+    for t, nc, nbytes in sorted(w.hbm):
+        if w.close_em is not None and t > w.close_em:
+            continue
+        events.append({"ph": "C", "name": f"NC:{nc}/hbm_usage", "pid": pid, "tid": 0, "ts": ts(t),
+                       "args": {"bytes": nbytes, "percent": round(100.0 * nbytes / hbm_total, 6)}})
+    # host samples
+    if w.sampler is not None:
+        cm = w.clockmap
+        for t0, _t1, cpu, util in w.sampler.cpu_samples:
+            if cpu == -1:
+                events.append({"ph": "C", "name": "host_cpu_util", "pid": pid, "tid": 0,
+                               "ts": ts(cm.clock.to_emulated(t0)), "args": {"util": round(util, 3)}})
+        for t, vals in w.sampler.mem_samples:
+            events.append({"ph": "C", "name": "host_memory", "pid": pid, "tid": 0, "ts": ts(cm.clock.to_emulated(t)),
+                           "args": {"rss": vals.get("rss", 0)}})
+    neff_table = {str(k): {**v, "cores": sorted(v["cores"]),
+                           "ntff": [ntff_files[(k, c)] for c in sorted(v["cores"]) if ntff_files and (k, c) in ntff_files]}
+                  for k, v in neffs.items()}
+    return {
+        "schemaVersion": 1,
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": view.base,
+        "neuron": {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "instance_id": w.hostname,
+            "process_id": w.pid,
+            "neuron_cores": cores,
+            "clock": "emulated",
+            "window": view.window_metadata(),
+            "lanes": {"framework": "framework/TID:<tid>", "runtime": "neuron_rt/NC:<n>",
+                      "queue": "neuron_rt/NC:<n>/exec_queue", "hardware": "neuron_hw/NC:<n>",
+                      "host_to_device": "NC:<n>/host_to_device_transfers",
+                      "device_to_host": "NC:<n>/device_to_host_transfers"},
+            "neffs": neff_table,
+            "missing_in_flight": [{"seq": r.seq, "kind": r.kind, "op": r.op, "neff_id": str(r.neff_id)}
+                                  for r in w.missing],
+        },
+        "traceEvents": meta + events,
+    }
+
+
+__all__ = ["build_system_trace", "ntff_name"]

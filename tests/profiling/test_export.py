@@ -1,0 +1,252 @@
+"""NeuronProfiler.export_trace: the profile directory, its files and their formats."""
+
+import hashlib
+import os
+import re
+import socket
+
+import pytest
+import torch
+
+from trnscope.isa import neff as neff_format
+from trnscope.profiling import ProfileMode
+from trnscope.profiling.export import load_manifest, verify_profile
+from trnscope.profiling.ntff import NtffFormatError, read_header, read_ntff
+
+from .helpers import check_trace_event_format, load_json, profile_once, x_events
+
+ALL_MODES = [ProfileMode.DEVICE, ProfileMode.RUNTIME, ProfileMode.CPU_UTIL, ProfileMode.HOST_MEMORY]
+
+
+def naive(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+@pytest.fixture(scope="module")
+def exported(xw, tmp_path_factory):
+    x, w = xw
+    out = tmp_path_factory.mktemp("export")
+    prof, where, _ = profile_once(lambda: naive(x, w).cpu(), out, modes=ALL_MODES, record_shapes=True,
+                                  with_stack=True)
+    return prof, where, out
+
+
+def test_directory_layout(exported):
+    prof, where, out = exported
+    assert where.parent.name == f"{socket.gethostname()}_pid_{os.getpid()}"
+    assert where.parent.parent == out
+    assert re.fullmatch(r"\d{8}_\d{6}_\d{6}(_\d+)?", where.name)
+    names = {p.name for p in where.iterdir()}
+    assert {"trace.json", "system_trace.json", "cpu_util.json", "host_mem.json", "manifest.json"} <= names
+    assert not [n for n in names if n.startswith(".")]  # no temp files left behind
+
+
+def test_neff_ntff_pairing_by_id(exported):
+    _, where, _ = exported
+    neffs = {re.fullmatch(r"neff_(\d+)\.neff", p.name).group(1): p for p in where.glob("neff_*.neff")}
+    ntffs = {re.fullmatch(r"(\d+)_instid_0_vnc_(\d+)\.ntff", p.name).group(1): p for p in where.glob("*.ntff")}
+    assert len(neffs) == 6 and set(neffs) == set(ntffs)
+    for nid, p in neffs.items():
+        program = neff_format.load(p)
+        assert str(program.neff_id) == nid
+        header, tables = read_ntff(ntffs[nid])
+        assert header["neff_id"] == nid and header["neff_file"] == p.name and header["vnc"] == 0
+        assert header["instruction_count"] == len(program.instructions) == tables["instruction"].num_rows
+        assert header["truncated"] is False
+        assert len(header["executions"]) == 1
+        ex = header["executions"][0]
+        assert ex["end_ns"] > ex["start_ns"]
+        assert header["summary"]["total_time_ns"] == pytest.approx((ex["end_ns"] - ex["start_ns"]), abs=1)
+        ins = tables["instruction"].to_pydict()
+        assert set(ins["engine"]) <= {"tensor", "vector", "scalar", "gpsimd", "sync", "dma"}
+        assert all(e >= s for s, e in zip(ins["start_ns"], ins["end_ns"]))
+        assert tables["dma"].num_rows == sum(1 for e in ins["engine"] if e == "dma")
+        sem = tables["semaphore"].to_pydict()
+        assert set(sem["kind"]) <= {"wait", "signal"}
+
+
+def test_ntff_is_checked_when_read(exported, tmp_path):
+    _, where, _ = exported
+    src = next(where.glob("*.ntff"))
+    data = bytearray(src.read_bytes())
+    data[-3] ^= 0xFF
+    bad = tmp_path / src.name
+    bad.write_bytes(bytes(data))
+    read_header(bad)  # the header is intact
+    with pytest.raises(NtffFormatError, match="hash mismatch"):
+        read_ntff(bad)
+    (tmp_path / "x.ntff").write_bytes(b"NEFF" + bytes(60))
+    with pytest.raises(NtffFormatError, match="bad magic"):
+        read_ntff(tmp_path / "x.ntff")
+
+
+def test_framework_trace_format_and_device_lanes(exported):
+    _, where, _ = exported
+    doc = load_json(where / "trace.json")
+    check_trace_event_format(doc)
+    names = {e["name"] for e in x_events(doc)}
+    assert not any(n.startswith("trnscope::") for n in names)
+    # no emulator Python frames (with_stack=True); torch.neuron.* calls show as the user's calls
+    assert all(n.startswith("trnscope/device/neuron.py(") for n in names if "trnscope/" in n)
+    assert "aten::set_" not in names  # host views of the emulator are gone
+    ops = x_events(doc, "cpu_op")
+    assert {"aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul"} <= {e["name"] for e in ops}
+    assert any("Input Dims" in e.get("args", {}) for e in ops)  # record_shapes kept
+    assert x_events(doc, "python_function")  # with_stack kept (user frames)
+    runtime = x_events(doc, "privateuse1_runtime")
+    driver = x_events(doc, "privateuse1_driver")
+    kernels = [e for e in runtime if e["name"] == "nrt_execute"]
+    assert len(kernels) == 6
+    assert {e["name"] for e in runtime} >= {"nrt_execute", "nrt_tensor_read"}
+    assert len(driver) == 7  # 6 NEFFs + the .cpu() copy
+    assert all(e["pid"] == 0 and e["tid"] == 0 for e in driver)
+    meta = {(e["pid"], e["name"]): e["args"] for e in doc["traceEvents"] if e.get("ph") == "M"}
+    assert meta[(0, "process_name")]["name"] == "neuron:0"
+    # ac2g flows connect each runtime call to its device event, id = correlation
+    flows = [e for e in doc["traceEvents"] if e.get("cat") == "ac2g"]
+    assert len(flows) == 2 * len(driver)
+    corr = {e["args"]["correlation"] for e in driver}
+    assert corr == {e["args"]["correlation"] for e in runtime if e["name"] != "cpu_fallback"}
+    # each runtime call sits inside the ATen op that dispatched it, on the same thread
+    by_ext = {e["args"]["External id"]: e for e in ops}
+    for r in runtime:
+        op = by_ext[r["args"]["External id"]]
+        assert op["tid"] == r["tid"]
+        assert op["ts"] <= r["ts"] and r["ts"] + r["dur"] <= op["ts"] + op["dur"] + 1e-3, (op, r)
+    # device work starts after it was submitted
+    sub = {e["args"]["correlation"]: e for e in runtime}
+    for d in driver:
+        assert d["ts"] >= sub[d["args"]["correlation"]]["ts"]
+    assert doc["trnscope"]["clock"] == "emulated" and doc["trnscope"]["executions"] == 7
+
+
+def test_system_trace(exported):
+    _, where, _ = exported
+    doc = load_json(where / "system_trace.json")
+    check_trace_event_format(doc)
+    threads = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
+    assert {"neuron_rt/NC:0", "neuron_hw/NC:0", "NC:0/device_to_host_transfers",
+            "NC:0/host_to_device_transfers"} <= threads
+    assert any(t.startswith("framework/TID:") for t in threads)
+    hw = x_events(doc, "neuron_hw", "nc_exec_running")
+    rt = x_events(doc, "neuron_rt", "nrt_execute")
+    assert len(hw) == len(rt) == 6
+    assert len(x_events(doc, "dma", "device_to_host")) == 1
+    assert len(x_events(doc, "framework")) == 7
+    # flows: framework -> runtime -> hardware, linked by ids
+    flows = [e for e in doc["traceEvents"] if e.get("cat") == "neuron_flow"]
+    ids = {e["id"] for e in flows}
+    for e in hw:
+        assert e["args"]["flow_in"] in ids
+        assert e["args"]["ntff"].endswith("_instid_0_vnc_0.ntff") and (where / e["args"]["ntff"]).is_file()
+    counters = [e for e in doc["traceEvents"] if e.get("ph") == "C"]
+    assert {"NC:0/hbm_usage", "host_cpu_util", "host_memory"} <= {e["name"] for e in counters}
+    assert all(e["args"]["bytes"] > 0 for e in counters if e["name"] == "NC:0/hbm_usage")
+    assert doc["neuron"]["schema"] == "trnscope-system-trace" and len(doc["neuron"]["neffs"]) == 6
+
+
+def test_host_samples(exported):
+    _, where, _ = exported
+    cpu = load_json(where / "cpu_util.json")
+    mem = load_json(where / "host_mem.json")
+    assert cpu["samples"] and mem["samples"]
+    assert all(0.0 <= s["util"] <= 100.0 for s in cpu["samples"])
+    assert {s["cpu_id"] for s in cpu["samples"]} >= {-1, 0}
+    assert all(s["usage"] > 0 and s["mem_total"] > 0 for s in mem["samples"])
+
+
+def test_manifest_lists_every_file_with_hashes(exported, tmp_path):
+    _, where, _ = exported
+    m = load_manifest(where)
+    assert m["complete"] is True and m["reason"] is None
+    listed = {f["path"] for f in m["files"]}
+    assert listed == {p.name for p in where.iterdir()} - {"manifest.json"}
+    for f in m["files"]:
+        data = (where / f["path"]).read_bytes()
+        assert f["bytes"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest()
+    assert m["window"]["kernels"] == 6 and m["window"]["missing_in_flight"] == 0
+    assert verify_profile(where) == []
+    # a damaged copy is caught
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(where, copy)
+    (copy / "trace.json").write_bytes(b"{}")
+    assert any("trace.json" in p for p in verify_profile(copy))
+
+
+def test_modes_select_files(xw, tmp_path):
+    x, w = xw
+    _, where, _ = profile_once(lambda: naive(x, w), tmp_path, modes=[ProfileMode.RUNTIME])
+    names = {p.name for p in where.iterdir()}
+    assert names == {"trace.json", "system_trace.json", "manifest.json"}
+    _, where, _ = profile_once(lambda: naive(x, w), tmp_path / "d", modes=[ProfileMode.DEVICE])
+    names = {p.name for p in where.iterdir()}
+    assert "system_trace.json" not in names and len([n for n in names if n.endswith(".ntff")]) == 6
+
+
+def test_export_chrome_trace_has_device_lanes(xw, tmp_path):
+    x, w = xw
+    prof, _, _ = profile_once(lambda: naive(x, w), tmp_path, export=False)
+    path = tmp_path / "neuron_trace.json"
+    prof.export_chrome_trace(str(path))
+    doc = load_json(path)
+    check_trace_event_format(doc)
+    assert len(x_events(doc, "privateuse1_driver")) == 6
+    assert not list(tmp_path.glob("*_pid_*"))  # nothing exported without NeuronProfiler
+
+
+def test_neff_cache_dir_is_used(xw, tmp_path):
+    from trnscope.profiling import NeuronConfig
+
+    x, w = xw
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cfg = NeuronConfig(profile_output_dir=tmp_path / "out", neff_cache_dir=cache)
+    _, where, _ = profile_once(lambda: naive(x, w), None, modes=cfg)
+    m = load_manifest(where)
+    assert {f["source"] for f in m["files"] if f["kind"] == "neff"} == {"program"}
+    # with the NEFFs in the cache, the export copies them from there
+    for p in where.glob("neff_*.neff"):
+        (cache / p.name).write_bytes(p.read_bytes())
+    _, where2, _ = profile_once(lambda: naive(x, w), None, modes=NeuronConfig(
+        profile_output_dir=tmp_path / "out", neff_cache_dir=cache))
+    assert {f["source"] for f in load_manifest(where2)["files"] if f["kind"] == "neff"} == {"neff_cache_dir"}
+
+
+def test_trace_opens_in_trnscope_trace_reader(exported):
+    trace_mod = pytest.importorskip("trnscope.trace")
+    _, where, _ = exported
+    for name in ("trace.json", "system_trace.json"):
+        t = trace_mod.read_kineto(where / name)
+        assert t is not None
+
+
+def test_trace_loads_in_hta(exported):
+    hta = pytest.importorskip("hta.trace_analysis")
+    _, where, _ = exported
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(where / "trace.json", os.path.join(d, "rank-0.json"))
+        analysis = hta.TraceAnalysis(trace_dir=d)
+        assert analysis is not None
+
+
+def test_a_failed_export_is_marked_incomplete_and_does_not_raise(xw, tmp_path, monkeypatch):
+    from trnscope.profiling import NeuronProfilerWarning, export
+
+    x, w = xw
+
+    def broken(*a, **k):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(export, "FrameworkView", broken)
+    with pytest.warns(NeuronProfilerWarning, match="incomplete: OSError: disk full"):
+        _, where, _ = profile_once(lambda: naive(x, w), tmp_path)
+    m = load_manifest(where)
+    assert m["complete"] is False and "disk full" in m["reason"]
+    assert verify_profile(where)[0].startswith("marked incomplete")
+    # what was written before the failure is listed and intact
+    assert {f["kind"] for f in m["files"]} == {"neff", "ntff"}
