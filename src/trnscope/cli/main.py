@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_arguments(p)
         table[cmd.name] = cmd
     args = parser.parse_args(argv)
-    console = Console()
+    # tables stay readable when the output is a file or a pipe (rich would fall back to 80 columns)
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
         if args.instance:
             from ..hw import set_instance

@@ -67,7 +67,8 @@ class EmulatedClock:
         """The host blocks until ``emulated_ns`` (the device finishing); returns the time waited."""
         with self._lock:
             real = time.perf_counter_ns()
-            now = real + self._offset[-1]
+            # inside emulator work the emulated clock stands at the start of that work
+            now = (self._cut_start if self._cut_depth else real) + self._offset[-1]
             if emulated_ns <= now:
                 return 0
             self._append(real, self._offset[-1] + (emulated_ns - now))
