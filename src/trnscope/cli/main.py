@@ -26,8 +26,9 @@ def commands() -> list[Command]:
     from .demo import DemoCommand
     from .inspect_cmd import InspectCommand
     from .run_cmd import RunCommand
+    from .view_cmd import ViewCommand
 
-    return [RunCommand(), DemoCommand(), InspectCommand()]
+    return [RunCommand(), DemoCommand(), ViewCommand(), InspectCommand()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,222 @@
+"""The device summary: what the device did over a profile, as Neuron's Summary page reports it.
+
+Two sources, best first:
+
+* NTFF headers (Neuron profiles with DEVICE mode): per NEFF the simulator's summary (per-engine
+  active time, FLOPs, HBM and DMA traffic, MFU/MBU); each NEFF's figures are weighted by how many
+  times it ran in the profile, so a NEFF executed 100 times counts 100 times.
+* The trace alone (CUDA traces, Neuron profiles without NTFFs): executions, device time, copies,
+  and the per-execution MFU/MBU a Neuron framework trace carries in its args.
+
+MFU and MBU over many executions are time-weighted averages, which equals total FLOPs (bytes)
+over peak rate x total time: the figure Neuron reports for a region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..trace import Trace
+from .device_work import DeviceWork, device_work
+from .profile import Profile
+from .profile_dir import ProfileFormatError, read_ntff_header
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
+
+
+@dataclass
+class EngineStat:
+    engine: str
+    active_ns: float
+    active_percent: float
+    instruction_count: int
+    semaphore_wait_ns: float
+
+
+@dataclass
+class NeffStat:
+    neff_id: str
+    name: str
+    executions: int
+    device_time_ns: int
+    framework_ops: list[str]
+    cores: list[int]
+    ntff: dict[int, str]  # NeuronCore -> NTFF file name (only those present on disk)
+    executions_by_core: dict[int, int] = field(default_factory=dict)
+    instruction_count: int = 0
+    mfu_percent: float | None = None
+    mbu_percent: float | None = None
+    hbm_bytes: int = 0
+    dma_transfers: int = 0
+    dma_average_bytes: float = 0.0
+    bottleneck: str = ""
+    engines: dict[str, float] = field(default_factory=dict)  # engine -> active %
+
+
+@dataclass
+class DeviceSummary:
+    source: str  # "ntff", "trace" or "none"
+    executions: int = 0
+    kernels: int = 0
+    copies: int = 0
+    device_time_ns: int = 0  # sum of execution durations (kernels and copies)
+    kernel_time_ns: int = 0
+    copy_time_ns: int = 0
+    copy_bytes: int = 0
+    programs: int = 0  # distinct NEFFs / kernels
+    mfu_percent: float | None = None
+    mbu_percent: float | None = None
+    hbm_read_bytes: int = 0
+    hbm_write_bytes: int = 0
+    dma_transfers: int = 0
+    dma_bytes: int = 0
+    dma_average_bytes: float = 0.0
+    dma_active_ns: float = 0.0
+    engines: list[EngineStat] = field(default_factory=list)
+    bottleneck_time_ns: dict[str, int] = field(default_factory=dict)  # bottleneck -> kernel time
+    neffs: list[NeffStat] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # NTFFs that could not be read
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def device_summary(profile: Profile) -> DeviceSummary:
+    trace = profile.trace
+    work = device_work(trace)
+    summary = _from_trace(trace, work)
+    if profile.files is not None and profile.files.ntffs:
+        _add_ntff(summary, profile, work)
+    return summary
+
+
+def _from_trace(trace: Trace, work: DeviceWork) -> DeviceSummary:
+    if not len(work):
+        return DeviceSummary(source="none")
+    duration = work.end - work.start
+    kernels = ~work.is_copy
+    summary = DeviceSummary(
+        source="trace", executions=len(work), kernels=int(kernels.sum()), copies=int(work.is_copy.sum()),
+        device_time_ns=int(duration.sum()), kernel_time_ns=int(duration[kernels].sum()),
+        copy_time_ns=int(duration[work.is_copy].sum()), copy_bytes=int(work.bytes[work.is_copy].sum()),
+        programs=len(set(work.program[kernels].tolist())),
+    )
+    summary.mfu_percent = _time_weighted(work, kernels, "mfu_estimated_percent")
+    summary.mbu_percent = _time_weighted(work, kernels, "mbu_estimated_percent")
+    summary.hbm_read_bytes = sum(int(a.get("hbm_read_bytes") or 0) for a in work.args)
+    summary.hbm_write_bytes = sum(int(a.get("hbm_write_bytes") or 0) for a in work.args)
+    for i in np.flatnonzero(kernels).tolist():
+        key = str(work.args[i].get("bottleneck") or "")
+        if key:
+            summary.bottleneck_time_ns[key] = summary.bottleneck_time_ns.get(key, 0) + int(duration[i])
+    summary.neffs = _neff_stats_from_trace(trace, work)
+    return summary
+
+
+def _time_weighted(work: DeviceWork, mask: np.ndarray, key: str) -> float | None:
+    chosen = np.flatnonzero(mask)
+    values = [work.args[i].get(key) for i in chosen.tolist()]
+    if not values or any(v is None for v in values):
+        return None
+    weights = (work.end - work.start)[chosen].astype(np.float64)
+    total = weights.sum()
+    return float(np.dot(np.asarray(values, dtype=np.float64), weights) / total) if total else None
+
+
+def _neff_stats_from_trace(trace: Trace, work: DeviceWork) -> list[NeffStat]:
+    stats: dict[str, NeffStat] = {}
+    names = trace.slice_names(work.rows)
+    for i in np.flatnonzero(~work.is_copy).tolist():
+        args = work.args[i]
+        neff_id = args.get("neff_id")
+        if neff_id is None:
+            continue
+        stat = stats.get(str(neff_id))
+        if stat is None:
+            stat = stats[str(neff_id)] = NeffStat(
+                neff_id=str(neff_id), name=str(args.get("neff_name") or names[i]), executions=0, device_time_ns=0,
+                framework_ops=[], cores=[], ntff={}, bottleneck=str(args.get("bottleneck") or ""),
+                mfu_percent=args.get("mfu_estimated_percent"), mbu_percent=args.get("mbu_estimated_percent"),
+                instruction_count=int(args.get("instructions") or 0),
+            )
+        stat.executions += 1
+        stat.device_time_ns += int(work.end[i] - work.start[i])
+        stat.hbm_bytes += int(work.bytes[i])
+        op = args.get("op")
+        if op and op not in stat.framework_ops:
+            stat.framework_ops.append(str(op))
+        core = args.get("device")
+        if isinstance(core, int):
+            if core not in stat.cores:
+                stat.cores.append(core)
+            stat.executions_by_core[core] = stat.executions_by_core.get(core, 0) + 1
+        if args.get("ntff") and isinstance(core, int):
+            stat.ntff[core] = str(args["ntff"])
+    return sorted(stats.values(), key=lambda s: -s.device_time_ns)
+
+
+def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> None:
+    """Engine, FLOP and DMA figures from the NTFF headers, weighted by executions in the trace."""
+    by_id = {s.neff_id: s for s in summary.neffs}
+    engine_active = dict.fromkeys(ENGINES, 0.0)
+    engine_count = dict.fromkeys(ENGINES, 0)
+    engine_wait = dict.fromkeys(ENGINES, 0.0)
+    weighted_time = mfu_time = mbu_time = 0.0
+    hbm_read = hbm_write = dma_count = dma_bytes = 0
+    dma_active = 0.0
+    seen = False
+    for (neff_id, core), path in sorted(profile.files.ntffs.items()):
+        try:
+            header = read_ntff_header(path)
+        except (ProfileFormatError, OSError) as exc:
+            summary.problems.append(str(exc))
+            continue
+        stat = by_id.get(neff_id)
+        # how often it ran on this core in the profile: the trace knows; else the NTFF's own list
+        runs = stat.executions_by_core.get(core, 0) if stat is not None else len(header.get("executions") or [])
+        if runs == 0:
+            continue
+        seen = True
+        s = header.get("summary") or {}
+        total = float(s.get("total_time_ns") or 0.0)
+        weighted_time += runs * total
+        mfu_time += runs * total * float(s.get("mfu_estimated_percent") or 0.0)
+        mbu_time += runs * total * float(s.get("mbu_estimated_percent") or 0.0)
+        hbm_read += runs * int(s.get("hbm_read_bytes") or 0)
+        hbm_write += runs * int(s.get("hbm_write_bytes") or 0)
+        dma_count += runs * int(s.get("dma_transfer_count") or 0)
+        dma_bytes += runs * int(s.get("dma_transfer_total_bytes") or 0)
+        for engine, values in (s.get("engines") or {}).items():
+            if engine in engine_active:
+                engine_active[engine] += runs * float(values.get("active_time_ns") or 0.0)
+                engine_count[engine] += runs * int(values.get("instruction_count") or 0)
+                engine_wait[engine] += runs * float(values.get("semaphore_wait_ns") or 0.0)
+        dma_active += runs * float(((s.get("engines") or {}).get("dma") or {}).get("active_time_ns") or 0.0)
+        if stat is not None:
+            stat.ntff[core] = path.name
+            stat.instruction_count = int(header.get("instruction_count") or s.get("instruction_count") or 0)
+            stat.dma_transfers = int(s.get("dma_transfer_count") or 0)
+            stat.dma_average_bytes = float(s.get("dma_transfer_average_bytes") or 0.0)
+            stat.bottleneck = str(s.get("bottleneck") or stat.bottleneck)
+            stat.mfu_percent = float(s.get("mfu_estimated_percent") or 0.0)
+            stat.mbu_percent = float(s.get("mbu_estimated_percent") or 0.0)
+            stat.engines = {e: float(v.get("active_time_percent") or 0.0) for e, v in (s.get("engines") or {}).items()}
+            if not stat.framework_ops:
+                stat.framework_ops = [str(o) for o in header.get("framework_ops") or []]
+    if not seen or weighted_time <= 0:
+        return
+    summary.source = "ntff"
+    summary.mfu_percent = mfu_time / weighted_time
+    summary.mbu_percent = mbu_time / weighted_time
+    summary.hbm_read_bytes, summary.hbm_write_bytes = hbm_read, hbm_write
+    summary.dma_transfers, summary.dma_bytes = dma_count, dma_bytes
+    summary.dma_average_bytes = dma_bytes / dma_count if dma_count else 0.0
+    summary.dma_active_ns = dma_active
+    summary.engines = [
+        EngineStat(engine=e, active_ns=engine_active[e], active_percent=100.0 * engine_active[e] / weighted_time,
+                   instruction_count=engine_count[e], semaphore_wait_ns=engine_wait[e])
+        for e in ENGINES
+    ]
+

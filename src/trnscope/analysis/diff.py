@@ -1,0 +1,100 @@
+"""Compare two profiles: operators aligned by name, and the headline figures side by side.
+
+Variants of one workload (naive ops vs a fused op vs a compiled graph) share op names where they
+do the same thing and differ where they do not, so ops are matched by name; an op present in only
+one profile shows as added or removed. Every delta is ``test - base`` and every ratio
+``test / base``, so a ratio below 1 is an improvement for a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .ops import OpRow
+from .summary import ProfileAnalysis
+
+OP_METRICS = ("calls", "cpu_total_ns", "cpu_self_ns", "device_total_ns", "device_self_ns", "dispatches", "bytes")
+SUMMARY_METRICS = (
+    ("wall_ns", "Wall time (trace span)"),
+    ("device_time_ns", "Device time"),
+    ("executions", "Device executions"),
+    ("dispatches", "Kernel dispatches"),
+    ("programs", "Distinct NEFFs / kernels"),
+    ("cpu_self_ns", "Host CPU time (self)"),
+    ("busy_share", "Device busy share of its span"),
+    ("mfu_percent", "MFU %"),
+    ("mbu_percent", "MBU %"),
+    ("hbm_bytes", "HBM traffic (bytes)"),
+    ("idle_ns", "Device idle between executions"),
+    ("launch_overhead_share", "Launch-overhead share"),
+)
+
+
+@dataclass
+class OpDelta:
+    name: str
+    status: str  # "both", "added" (only in test), "removed" (only in base)
+    base: dict
+    test: dict
+    delta: dict
+    ratio: dict
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _values(row: OpRow | None) -> dict:
+    return {m: (getattr(row, m) if row is not None else 0) for m in OP_METRICS}
+
+
+def _ratio(test, base):
+    if base in (None, 0) or test is None:
+        return None
+    return test / base
+
+
+def diff_ops(base: ProfileAnalysis, test: ProfileAnalysis) -> list[OpDelta]:
+    a, b = base.ops.by_name(), test.ops.by_name()
+    out = []
+    for name in sorted(set(a) | set(b)):
+        va, vb = _values(a.get(name)), _values(b.get(name))
+        status = "both" if name in a and name in b else "added" if name in b else "removed"
+        out.append(OpDelta(
+            name=name, status=status, base=va, test=vb,
+            delta={m: vb[m] - va[m] for m in OP_METRICS},
+            ratio={m: _ratio(vb[m], va[m]) for m in OP_METRICS},
+        ))
+    # biggest change in device time first, then host time
+    out.sort(key=lambda d: (-abs(d.delta["device_total_ns"]), -abs(d.delta["cpu_total_ns"]), d.name))
+    return out
+
+
+def _summary_values(analysis: ProfileAnalysis) -> dict:
+    headline = analysis.headline()
+    device, idle = analysis.device, analysis.idle
+    return {
+        **{k: headline.get(k) for k in ("wall_ns", "device_time_ns", "executions", "dispatches", "programs",
+                                        "cpu_self_ns", "busy_share", "mfu_percent", "mbu_percent")},
+        "hbm_bytes": device.hbm_read_bytes + device.hbm_write_bytes,
+        "idle_ns": idle.idle_ns,
+        "launch_overhead_share": idle.launch_overhead_share if idle.span_ns else None,
+    }
+
+
+def diff_summaries(base: ProfileAnalysis, test: ProfileAnalysis) -> list[dict]:
+    va, vb = _summary_values(base), _summary_values(test)
+    rows = []
+    for key, label in SUMMARY_METRICS:
+        a, b = va.get(key), vb.get(key)
+        delta = b - a if a is not None and b is not None else None
+        rows.append({"key": key, "label": label, "base": a, "test": b, "delta": delta, "ratio": _ratio(b, a)})
+    return rows
+
+
+def diff_profiles(base: ProfileAnalysis, test: ProfileAnalysis) -> dict:
+    return {
+        "base": {"name": base.profile.name, "kind": base.profile.kind, "regime": base.idle.regime},
+        "test": {"name": test.profile.name, "kind": test.profile.kind, "regime": test.idle.regime},
+        "summary": diff_summaries(base, test),
+        "ops": [d.to_dict() for d in diff_ops(base, test)],
+    }

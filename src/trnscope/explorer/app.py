@@ -1,0 +1,236 @@
+"""The explorer's ASGI application: a JSON API over the catalog and loaded sessions, plus the
+single-page front-end shipped in ``static/``.
+
+Handlers stay thin: they parse parameters, run the work in a thread (loading and querying are
+CPU-bound numpy work) and map the project's exceptions to HTTP statuses:
+
+=====================  ======  ==========================================================
+ProfileError           422     the file is damaged or not a profile (message + hint)
+BadRequest             400     a malformed query parameter
+NotFound / unknown id  404
+OutsideRoots           403     a path outside the directories the explorer was given
+anything else          500     logged; the server keeps serving
+=====================  ======  ==========================================================
+
+docs/explorer.md lists every endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import orjson
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..analysis import ProfileError, TraceCache
+from . import payloads
+from .catalog import Catalog, OutsideRoots
+from .security import LoopbackHostMiddleware, SecurityHeadersMiddleware, TokenMiddleware
+from .sessions import NotFound, Session, SessionStore
+from .views import BadRequest, TimelineView
+
+STATIC_DIR = Path(__file__).parent / "static"
+log = logging.getLogger("trnscope.explorer")
+
+
+class OrjsonResponse(JSONResponse):
+    def render(self, content) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+class Explorer:
+    """State shared by the handlers: the catalog of entries and the loaded sessions."""
+
+    def __init__(self, roots: list[str | Path], cache: TraceCache | None, max_loaded: int = 8) -> None:
+        self.catalog = Catalog(roots)
+        self.sessions = SessionStore(cache, max_loaded=max_loaded)
+
+    def session(self, entry_id: str) -> Session:
+        entry = self.catalog.get(entry_id)
+        if entry is None:
+            raise NotFound(f"no profile or trace with id {entry_id!r}")
+        return self.sessions.get(entry)
+
+    def view(self, request: Request) -> TimelineView:
+        session = self.session(request.path_params["eid"])
+        neff = request.path_params.get("neff")
+        if neff is None:
+            return session.system
+        return session.device(neff, request.path_params["nc"])
+
+
+def create_app(roots: list[str | Path], *, token: str | None = None, loopback_only: bool = False,
+               cache: TraceCache | None = None, max_loaded: int = 8) -> Starlette:
+    """The explorer app serving ``roots``. ``token``: require it on every request.
+    ``loopback_only``: refuse requests whose Host header is not a loopback name."""
+    explorer = Explorer(roots, cache, max_loaded=max_loaded)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-store"})
+
+    async def health(request: Request) -> Response:
+        return OrjsonResponse({"ok": True, "roots": len(explorer.catalog.roots)})
+
+    async def entries(request: Request) -> Response:
+        found = await run_in_threadpool(explorer.catalog.entries)
+        items = []
+        for entry in found:
+            item = entry.describe()
+            item["status"] = explorer.sessions.status(entry)
+            error = explorer.sessions.error(entry)
+            if error is not None:
+                item["error"] = _error_body(error, entry.relpath)
+            items.append(item)
+        return OrjsonResponse({"roots": [str(r) for r in explorer.catalog.roots], "entries": items,
+                               "truncated": explorer.catalog.truncated})
+
+    def session_endpoint(build):
+        async def endpoint(request: Request) -> Response:
+            session = await run_in_threadpool(explorer.session, request.path_params["eid"])
+            return OrjsonResponse(await run_in_threadpool(build, session, request))
+        return endpoint
+
+    def view_endpoint(build):
+        async def endpoint(request: Request) -> Response:
+            view = await run_in_threadpool(explorer.view, request)
+            return OrjsonResponse(await run_in_threadpool(build, view, request))
+        return endpoint
+
+    def timeline(view: TimelineView, request: Request) -> dict:
+        layout = view.describe()
+        if "px" in request.query_params:
+            layout["initial_lod"] = view.initial_lod(_int(request.query_params, "px"))
+        return layout
+
+    def lod(view: TimelineView, request: Request) -> dict:
+        q = request.query_params
+        return view.lod(_float(q, "t0"), _float(q, "t1"), _int(q, "px"), _lanes(q))
+
+    def slice_details(view: TimelineView, request: Request) -> dict:
+        return view.details(request.path_params["row"])
+
+    def select(view: TimelineView, request: Request) -> dict:
+        q = request.query_params
+        return view.select(_float(q, "t0"), _float(q, "t1"), _lanes(q))
+
+    def execution(session: Session, request: Request) -> dict:
+        view = session.system
+        row = view.execution_row(request.path_params["seq"])
+        if row is None:
+            raise NotFound(f"no execution {request.path_params['seq']} in this profile")
+        return view.slice_summary(row)
+
+    async def compare(request: Request) -> Response:
+        base_id, test_id = request.query_params.get("base"), request.query_params.get("test")
+        if not base_id or not test_id:
+            raise BadRequest("compare needs ?base=<id>&test=<id>")
+        base = await run_in_threadpool(explorer.session, base_id)
+        test = await run_in_threadpool(explorer.session, test_id)
+        return OrjsonResponse(await run_in_threadpool(payloads.compare, base, test))
+
+    async def raw_file(request: Request) -> Response:
+        path = await run_in_threadpool(explorer.catalog.resolve_file, request.path_params["root"],
+                                       request.path_params["path"])
+        return FileResponse(path)
+
+    entry_routes = [
+        Route("/card", session_endpoint(lambda s, r: payloads.card(s))),
+        Route("/summary", session_endpoint(lambda s, r: payloads.summary(s))),
+        Route("/ops", session_endpoint(lambda s, r: payloads.ops(s))),
+        Route("/execution/{seq:int}", session_endpoint(execution)),
+    ]
+    for prefix in ("", "/device/{neff}/{nc:int}"):
+        entry_routes += [
+            Route(f"{prefix}/timeline", view_endpoint(timeline)),
+            Route(f"{prefix}/lod", view_endpoint(lod)),
+            Route(f"{prefix}/slice/{{row:int}}", view_endpoint(slice_details)),
+            Route(f"{prefix}/select", view_endpoint(select)),
+        ]
+    routes = [
+        Route("/", index),
+        Route("/api/health", health),
+        Route("/api/entries", entries),
+        Mount("/api/entries/{eid}", routes=entry_routes),
+        Route("/api/compare", compare),
+        Route("/raw/{root:int}/{path:path}", raw_file),
+        Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+
+    async def profile_error(request: Request, exc: ProfileError) -> Response:
+        return OrjsonResponse({"error": _error_body(exc, _relative(explorer, exc.path))}, status_code=422)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return OrjsonResponse({"error": {"problem": str(exc) or "not found"}}, status_code=404)
+
+    async def bad_request(request: Request, exc: BadRequest) -> Response:
+        return OrjsonResponse({"error": {"problem": str(exc)}}, status_code=400)
+
+    async def outside(request: Request, exc: OutsideRoots) -> Response:
+        return OrjsonResponse({"error": {"problem": "that path is outside the directories this explorer serves"}},
+                              status_code=403)
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        return OrjsonResponse({"error": {"problem": exc.detail}}, status_code=exc.status_code)
+
+    async def internal(request: Request, exc: Exception) -> Response:
+        log.exception("error serving %s", request.url.path)
+        return OrjsonResponse({"error": {"problem": f"internal error: {type(exc).__name__}: {exc}"}}, status_code=500)
+
+    app = Starlette(routes=routes, exception_handlers={
+        ProfileError: profile_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
+        OutsideRoots: outside, HTTPException: http_error, Exception: internal,
+    })
+    app.add_middleware(SecurityHeadersMiddleware)
+    if token:
+        app.add_middleware(TokenMiddleware, token=token)
+    if loopback_only:
+        app.add_middleware(LoopbackHostMiddleware)
+    app.state.explorer = explorer
+    return app
+
+
+def _error_body(exc: ProfileError, file: str) -> dict:
+    return {"problem": exc.problem, "hint": exc.hint, "file": file}
+
+
+def _relative(explorer: Explorer, path: str) -> str:
+    """A file named relative to the root it is under (absolute paths say more than users need)."""
+    target = Path(path)
+    for root in explorer.catalog.roots:
+        base = root.parent if root.is_file() else root
+        if target.is_relative_to(base):
+            return target.relative_to(base).as_posix()
+    return target.name
+
+
+def _float(query, name: str) -> float:
+    try:
+        value = float(query[name])
+    except KeyError:
+        raise BadRequest(f"missing parameter {name}") from None
+    except ValueError:
+        raise BadRequest(f"{name} must be a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise BadRequest(f"{name} must be finite")
+    return value
+
+
+def _int(query, name: str) -> int:
+    try:
+        return int(query[name])
+    except KeyError:
+        raise BadRequest(f"missing parameter {name}") from None
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer") from None
+
+
+def _lanes(query) -> list[str] | None:
+    text = query.get("lanes")
+    return [part for part in text.split(",") if part] if text else None

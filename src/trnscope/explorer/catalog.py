@@ -1,0 +1,223 @@
+"""What the explorer may show: the profiles and traces under the directories it was given.
+
+The catalog is the explorer's only way to the file system. Entries are found by walking the roots
+(bounded depth and count, hidden and environment folders skipped); each gets an opaque id derived
+from its root and relative path, and the API addresses entries by id only. Raw files are served
+only through :meth:`Catalog.resolve_file`, which refuses anything that resolves (symlinks
+included) outside a root.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..analysis.profile import KINETO, NEURON, PARQUET, detect_kind
+from ..analysis.profile_dir import scan_profile_dir
+from ..trace.parquet import is_parquet_trace
+
+MAX_DEPTH = 8
+MAX_ENTRIES = 5000
+_SKIP_DIRS = {"node_modules", "__pycache__", "site-packages", ".git", ".venv", "venv"}
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_SNIFF_BYTES = 64 * 1024
+
+
+class OutsideRoots(PermissionError):
+    """A path that is not inside any directory the explorer was given."""
+
+
+@dataclass
+class Entry:
+    id: str
+    root: int  # index into Catalog.roots
+    path: Path  # absolute
+    relpath: str  # relative to its root, "/"-separated ("." for the root itself)
+    kind: str  # NEURON, KINETO or PARQUET
+    size: int
+    mtime: float
+    manifest: dict = field(default_factory=dict)  # Neuron profiles: what their manifest says
+
+    def describe(self) -> dict:
+        return {"id": self.id, "root": self.root, "relpath": self.relpath, "name": self.display_name,
+                "kind": self.kind, "size": self.size, "mtime": self.mtime, "manifest": self.manifest}
+
+    @property
+    def display_name(self) -> str:
+        if self.kind == NEURON:
+            parts = Path(self.relpath).parts
+            return "/".join(parts[-3:]) if parts and self.relpath != "." else self.path.name
+        return self.path.name
+
+
+class Catalog:
+    def __init__(self, roots: list[str | Path]) -> None:
+        if not roots:
+            raise ValueError("the explorer needs at least one directory to serve")
+        self.roots = [Path(r).resolve() for r in roots]
+        for root in self.roots:
+            if not root.exists():
+                raise FileNotFoundError(f"{root}: no such file or directory")
+        self._entries: dict[str, Entry] = {}
+        self._lock = threading.Lock()
+        self._scanned_at = 0.0
+        self.truncated = False
+
+    # --- discovery ---------------------------------------------------------------------------
+
+    def entries(self, max_age_s: float = 5.0) -> list[Entry]:
+        """All entries, rescanning when the last scan is older than ``max_age_s`` (new profiles
+        written while the explorer runs show up on the next listing)."""
+        with self._lock:
+            if time.monotonic() - self._scanned_at > max_age_s:
+                self._entries = self._scan()
+                self._scanned_at = time.monotonic()
+            return sorted(self._entries.values(), key=lambda e: (e.root, e.relpath))
+
+    def get(self, entry_id: str) -> Entry | None:
+        entry = self._entries.get(entry_id)
+        if entry is None:
+            self.entries(max_age_s=0.0)
+            entry = self._entries.get(entry_id)
+        return entry
+
+    def _scan(self) -> dict[str, Entry]:
+        found: dict[str, Entry] = {}
+        self.truncated = False
+        for index, root in enumerate(self.roots):
+            for path, kind in self._walk(root):
+                if len(found) >= MAX_ENTRIES:
+                    self.truncated = True
+                    return found
+                entry = self._entry(index, root, path, kind)
+                if entry is not None:
+                    found[entry.id] = entry
+        return found
+
+    def _walk(self, root: Path):
+        if root.is_file():
+            yield root, KINETO
+            return
+        kind = detect_kind(root)
+        if kind in (NEURON, PARQUET):
+            yield root, kind
+            return
+        stack = [(root, 0)]
+        while stack:
+            directory, depth = stack.pop()
+            try:
+                children = sorted(directory.iterdir())
+            except OSError:
+                continue
+            for child in children:
+                if child.name.startswith(".") or child.name in _SKIP_DIRS:
+                    continue
+                if child.is_dir():
+                    if not self._inside(child):
+                        continue  # a symlink out of the roots
+                    kind = detect_kind(child)
+                    if kind in (NEURON, PARQUET):
+                        yield child, kind
+                    elif depth + 1 < MAX_DEPTH:
+                        stack.append((child, depth + 1))
+                elif child.name.endswith(_TRACE_SUFFIXES) and _looks_like_trace(child) and self._inside(child):
+                    yield child, KINETO
+
+    def _entry(self, index: int, root: Path, path: Path, kind: str) -> Entry | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        rel = "." if path == root else path.relative_to(root).as_posix()
+        digest = hashlib.sha1(f"{index}:{rel}".encode()).hexdigest()[:12]
+        manifest = {}
+        size = stat.st_size
+        if kind == NEURON:
+            files = scan_profile_dir(path)
+            size = sum(_size(p) for p in path.iterdir())
+            manifest = _manifest_digest(files)
+        elif kind == PARQUET and is_parquet_trace(path):
+            size = sum(_size(p) for p in path.iterdir())
+        return Entry(id=digest, root=index, path=path, relpath=rel, kind=kind, size=size, mtime=stat.st_mtime,
+                     manifest=manifest)
+
+    # --- raw files ---------------------------------------------------------------------------
+
+    def _inside(self, path: Path) -> bool:
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return any(resolved == root or resolved.is_relative_to(root) for root in self.roots)
+
+    def resolve_file(self, root_index: int, relpath: str) -> Path:
+        """The file ``relpath`` under root ``root_index``. Raises OutsideRoots for anything that
+        escapes the root (``..``, absolute paths, symlinks pointing out) and FileNotFoundError
+        for a missing file."""
+        if not 0 <= root_index < len(self.roots):
+            raise FileNotFoundError(relpath)
+        root = self.roots[root_index]
+        if root.is_file():
+            base = root.parent
+            if relpath not in ("", ".", root.name):
+                raise OutsideRoots(relpath)
+            candidate = root
+        else:
+            base = root
+            if "\x00" in relpath or os.path.isabs(relpath) or any(part == ".." for part in Path(relpath).parts):
+                raise OutsideRoots(relpath)
+            candidate = root / relpath
+        resolved = candidate.resolve()
+        if not (resolved == base or resolved.is_relative_to(base)) or not self._inside(resolved):
+            raise OutsideRoots(relpath)
+        if not resolved.is_file():
+            raise FileNotFoundError(relpath)
+        return resolved
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return 0
+
+
+def _manifest_digest(files) -> dict:
+    m = files.manifest or {}
+    window = m.get("window") or {}
+    return {
+        "complete": files.complete,
+        "problems": files.problems(),
+        "created": m.get("created"),
+        "instance_id": m.get("instance_id"),
+        "process_id": m.get("process_id"),
+        "executions": window.get("executions"),
+        "kernels": window.get("kernels"),
+        "neuron_cores": window.get("neuron_cores"),
+        "modes": (m.get("config") or {}).get("modes"),
+        "neffs": len(files.neffs),
+        "ntffs": len(files.ntffs),
+    }
+
+
+def _looks_like_trace(path: Path) -> bool:
+    """Chrome/Kineto trace files by name or content; other JSON (configs, package files) is not
+    listed. A damaged trace still qualifies by its name or its first bytes, so the user sees why
+    it does not open."""
+    name = path.name
+    if name.endswith((".pt.trace.json", ".pt.trace.json.gz")) or "trace" in name.lower():
+        return True
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_SNIFF_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as zipped:
+                head = zipped.read(_SNIFF_BYTES)
+    except (OSError, EOFError):
+        return name.endswith(".json.gz")  # a damaged archive: list it, so opening it explains the damage
+    return b'"traceEvents"' in head or (head.lstrip()[:1] == b"[" and b'"ph"' in head)

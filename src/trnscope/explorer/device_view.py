@@ -1,0 +1,87 @@
+"""The device trace view of one NEFF on one NeuronCore: engine and DMA-queue lanes, instructions
+coloured by their framework op, semaphore waits, DMA counters, and instruction dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..analysis.device_trace import ENGINE_LANES, ENGINE_TITLES, WAIT_NAME, DeviceTrace
+from .layout import device_layout
+from .views import TimelineView
+
+MAX_DEPENDENCIES = 64
+
+
+class DeviceView(TimelineView):
+    def __init__(self, device: DeviceTrace, locate_execution: Callable[[int], dict | None] | None = None) -> None:
+        """``locate_execution(seq)``: the execution's slice in the system trace (its ``ts`` and
+        ``dur`` on the system view's axis), or None."""
+        engines = {ENGINE_TITLES.get(name, name) for name in ENGINE_LANES}
+        # device time is ns from the start of the NEFF execution: origin 0
+        super().__init__(device.trace, device_layout(device.trace, engines), origin=0)
+        self.device = device
+        self.locate_execution = locate_execution
+
+    def describe(self) -> dict:
+        header = self.device.header
+        ops = sorted({str(op) for op in self.device.instruction_table.get("framework_op", []).tolist() if op})
+        return {
+            **super().describe(),
+            "start": 0,
+            "neff_id": str(header.get("neff_id", "")),
+            "neff_name": header.get("neff_name", ""),
+            "nc": header.get("vnc"),
+            "target": header.get("target"),
+            "neuroncore": header.get("neuroncore"),
+            "truncated": bool(header.get("truncated")),
+            "instruction_count": header.get("instruction_count"),
+            "instructions_written": header.get("instructions_written"),
+            "summary": header.get("summary") or {},
+            "framework_ops": ops,
+            "executions": [self._execution(e) for e in header.get("executions") or []],
+        }
+
+    def _execution(self, execution: dict) -> dict:
+        """An execution with where it sits in the system trace, so the browser can jump back to
+        it. Found by its sequence number, not by converting clocks: the NTFF stores epoch ns, the
+        trace its own time base."""
+        out = dict(execution)
+        seq = execution.get("seq")
+        found = self.locate_execution(seq) if self.locate_execution is not None and isinstance(seq, int) else None
+        if found is not None:
+            out["system_ts"], out["system_dur"], out["system_row"] = found["ts"], found["dur"], found["row"]
+        for key in ("start_ns", "end_ns"):
+            if key in out:
+                out[key] = str(out[key])  # epoch ns do not fit a JavaScript number
+        return out
+
+    def extra_details(self, row: int, details: dict) -> dict:
+        args = details.get("args") or {}
+        if details["name"] == WAIT_NAME:
+            waited_for = args.get("instruction")
+            target = self.device.row_of_instruction(waited_for) if waited_for is not None else None
+            return {"waiting_instruction": self.slice_summary(target) if target is not None else None}
+        instruction = args.get("id")
+        if instruction is None:
+            return {}
+        before, after = self.device.dependencies(int(instruction))
+        predecessors = [self._dependency(d) for d in before[:MAX_DEPENDENCIES]]
+        successors = [self._dependency(d) for d in after[:MAX_DEPENDENCIES]]
+        # the browser draws arrows from upstream/downstream: dependencies are this view's flows
+        me = self.slice_summary(row)
+        return {
+            "instruction": int(instruction),
+            "predecessors": [p for p in predecessors if p],
+            "successors": [s for s in successors if s],
+            "upstream": [{**p, "from_row": row, "from": me, "flow": "semaphore"} for p in predecessors if p],
+            "downstream": [{**s, "from_row": row, "from": me, "flow": "semaphore"} for s in successors if s],
+        }
+
+    def _dependency(self, dependency) -> dict | None:
+        target = self.device.row_of_instruction(dependency.instruction)
+        if target is None:
+            return None  # beyond a truncated NTFF
+        item = self.slice_summary(target)
+        item.update({"instruction": dependency.instruction, "semaphore": dependency.semaphore,
+                     "value": dependency.value, "engine": self.trace.tracks[int(self.trace.slices.track[target])].name})
+        return item

@@ -1,0 +1,223 @@
+"""How a trace's tracks are shown: lanes, grouped and ordered as Neuron Explorer groups them.
+
+A lane is one row block on screen: a slice track (all its nesting levels), a counter track, or a
+*runtime lane*, a derived lane that repeats only the runtime API calls of a host thread (cuda*,
+nrt_*), as Nsight Systems shows "CUDA API" under each thread. Lanes are grouped:
+
+* Neuron profiles: framework threads, framework device streams, neuron_rt and neuron_hw per
+  NeuronCore, host<->device transfers, HBM usage, host CPU and memory;
+* other Kineto traces: CPU threads, runtime API, GPU streams, counters;
+* device traces: DMA queues, engines, counters.
+
+Lane ids are stable strings (``t<track>``, ``r<track>``, ``c<track>``) that the API and the
+browser use to ask for data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..analysis.lanes import RUNTIME_CATEGORIES, Role, lane_infos
+from ..trace import Trace, TrackKind
+
+SLICES, COUNTER = "slices", "counter"
+
+
+@dataclass
+class Lane:
+    id: str
+    kind: str  # SLICES or COUNTER
+    track: int
+    title: str
+    group: str
+    subtitle: str = ""
+    depth: int = 1  # nesting levels (rows) of a slice lane
+    runtime_only: bool = False  # a derived lane of a host thread's runtime calls
+    series: list[dict] = field(default_factory=list)  # counters: [{id, name, min, max}]
+    role: str = ""
+    neuron_core: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Group:
+    id: str
+    title: str
+    collapsed: bool = False
+
+
+@dataclass
+class Layout:
+    groups: list[Group]
+    lanes: list[Lane]
+    color_by: str  # "name" or "cat": what picks a slice's colour
+
+    def to_dict(self) -> dict:
+        return {"groups": [asdict(g) for g in self.groups], "lanes": [lane.to_dict() for lane in self.lanes],
+                "color_by": self.color_by}
+
+
+NEURON_GROUPS = (
+    Group("framework", "Framework threads"),
+    Group("framework_stream", "Framework device streams"),
+    Group("neuron_rt", "neuron_rt"),
+    Group("neuron_hw", "neuron_hw"),
+    Group("transfers", "Host ↔ device transfers"),
+    Group("hbm", "HBM usage"),
+    Group("host", "Host CPU utilisation and memory"),
+    Group("other", "Other", collapsed=True),
+)
+KINETO_GROUPS = (
+    Group("cpu", "CPU threads"),
+    Group("runtime", "Runtime API"),
+    Group("gpu", "GPU streams"),
+    Group("device", "Device lanes"),
+    Group("counters", "Counters"),
+    Group("other", "Other", collapsed=True),
+)
+DEVICE_GROUPS = (
+    Group("dma", "DMA queues"),
+    Group("engines", "Engines"),
+    Group("counters", "Counters"),
+)
+
+
+def max_depths(trace: Trace) -> np.ndarray:
+    """Nesting levels per track (0 for tracks without slices)."""
+    s = trace.slices
+    out = np.zeros(len(trace.tracks), dtype=np.int64)
+    if len(s):
+        np.maximum.at(out, s.track, s.depth.astype(np.int64) + 1)
+    return out
+
+
+def counter_series(trace: Trace) -> dict[int, list[dict]]:
+    c = trace.counters
+    out: dict[int, list[dict]] = {}
+    for sid in range(c.series_count):
+        lo, hi = int(c.series_offsets[sid]), int(c.series_offsets[sid + 1])
+        values = c.value[lo:hi]
+        out.setdefault(int(c.series_track[sid]), []).append({
+            "id": sid, "name": trace.strings[int(c.series_name[sid])],
+            "min": float(values.min()) if hi > lo else 0.0, "max": float(values.max()) if hi > lo else 0.0,
+        })
+    return out
+
+
+def runtime_tracks(trace: Trace) -> set[int]:
+    """Host-thread tracks holding runtime API calls (they get a runtime lane)."""
+    ids = [i for i in (trace.strings.id_of(c) for c in RUNTIME_CATEGORIES) if i is not None]
+    if not ids:
+        return set()
+    s = trace.slices
+    return set(np.unique(s.track[np.isin(s.cat, np.asarray(ids, dtype=np.int32))]).tolist())
+
+
+def system_layout(trace: Trace, neuron: bool) -> Layout:
+    depths = max_depths(trace)
+    series = counter_series(trace)
+    runtime = runtime_tracks(trace)
+    lanes: list[Lane] = []
+    runtime_title = "Runtime API"
+    for info, track in zip(lane_infos(trace), trace.tracks):
+        role = info.role
+        depth = int(max(1, depths[track.id]))
+        if track.kind is TrackKind.COUNTER:
+            group = _counter_group(role, neuron)
+            mine = series.get(track.id, [])
+            lanes.append(Lane(f"c{track.id}", COUNTER, track.id, track.name or "counter", group,
+                              subtitle=", ".join(s["name"] for s in mine), series=mine, role=role.value,
+                              neuron_core=info.neuron_core))
+            continue
+        if depths[track.id] == 0 and not _has_instants(trace, track.id) and role is not Role.NEURON_HW:
+            continue  # empty lanes (e.g. a transfer direction never used) only take space
+        group, title, subtitle = _slice_lane_names(track, role, neuron)
+        lanes.append(Lane(f"t{track.id}", SLICES, track.id, title, group, subtitle=subtitle, depth=depth,
+                          role=role.value, neuron_core=info.neuron_core))
+        if not neuron and role is Role.HOST_THREAD and track.id in runtime:
+            cats = _runtime_categories(trace, track.id)
+            runtime_title = "CUDA runtime" if any(c.startswith("cuda") for c in cats) else "Runtime API"
+            lanes.append(Lane(f"r{track.id}", SLICES, track.id, f"{title} · {runtime_title}", "runtime",
+                              subtitle="runtime calls of this thread", depth=1, runtime_only=True,
+                              role=role.value))
+    groups = NEURON_GROUPS if neuron else tuple(
+        Group(g.id, runtime_title if g.id == "runtime" else g.title, g.collapsed) for g in KINETO_GROUPS)
+    return Layout(groups=_used(groups, lanes), lanes=_ordered(groups, lanes), color_by="name")
+
+
+def device_layout(trace: Trace, engine_titles: set[str]) -> Layout:
+    depths = max_depths(trace)
+    series = counter_series(trace)
+    lanes = []
+    for track in trace.tracks:
+        if track.kind is TrackKind.COUNTER:
+            mine = series.get(track.id, [])
+            lanes.append(Lane(f"c{track.id}", COUNTER, track.id, track.name, "counters",
+                              subtitle=", ".join(s["name"] for s in mine), series=mine, role="counter"))
+            continue
+        group = "engines" if track.name in engine_titles else "dma"
+        lanes.append(Lane(f"t{track.id}", SLICES, track.id, track.name, group,
+                          depth=int(max(1, depths[track.id])), role="engine" if group == "engines" else "dma_queue"))
+    return Layout(groups=_used(DEVICE_GROUPS, lanes), lanes=_ordered(DEVICE_GROUPS, lanes), color_by="cat")
+
+
+def _slice_lane_names(track, role: Role, neuron: bool) -> tuple[str, str, str]:
+    name = track.name or track.label
+    if neuron:
+        if role is Role.HOST_THREAD:
+            return "framework", f"framework/TID:{track.tid}", name
+        if role is Role.DEVICE_STREAM:
+            stream = name.replace("Stream ", "Stream:") if name.startswith("Stream ") else name
+            return "framework_stream", f"framework/{stream}", track.process_label
+        if role in (Role.NEURON_RT, Role.NEURON_QUEUE):
+            return "neuron_rt", name, ""
+        if role is Role.NEURON_HW:
+            return "neuron_hw", name, ""
+        if role is Role.TRANSFER:
+            return "transfers", name, ""
+        return "other", track.label, track.process_label
+    if role is Role.HOST_THREAD:
+        return "cpu", track.label, track.process_label
+    if track.kind is TrackKind.GPU_STREAM:
+        return "gpu", f"{track.process_label} · {track.label}".strip(" ·"), ""
+    if track.kind is TrackKind.DEVICE_QUEUE:
+        return "device", f"{track.process_label} · {track.label}".strip(" ·"), ""
+    return "other", track.label, track.process_label
+
+
+def _counter_group(role: Role, neuron: bool) -> str:
+    if neuron:
+        if role is Role.HBM:
+            return "hbm"
+        if role in (Role.CPU_UTIL, Role.HOST_MEMORY):
+            return "host"
+        return "other"
+    return "counters"
+
+
+def _has_instants(trace: Trace, track: int) -> bool:
+    return bool(np.any(trace.instants.track == track)) if len(trace.instants) else False
+
+
+def _runtime_categories(trace: Trace, track: int) -> set[str]:
+    s = trace.slices
+    rows = s.rows_of_track(track)
+    cats = np.unique(s.cat[rows.start:rows.stop])
+    return {trace.strings[int(c)] for c in cats} & RUNTIME_CATEGORIES
+
+
+def _used(groups, lanes: list[Lane]) -> list[Group]:
+    present = {lane.group for lane in lanes}
+    return [g for g in groups if g.id in present]
+
+
+def _ordered(groups, lanes: list[Lane]) -> list[Lane]:
+    rank = {g.id: i for i, g in enumerate(groups)}
+    # within a group: by NeuronCore (Neuron lanes), then the trace's own display order
+    return sorted(lanes, key=lambda lane: (rank.get(lane.group, len(rank)),
+                                          lane.neuron_core if lane.neuron_core is not None else -1,
+                                          lane.track, lane.runtime_only))

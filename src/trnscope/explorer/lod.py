@@ -1,0 +1,106 @@
+"""Level-of-detail payloads: what the browser needs to draw a time window at its pixel width.
+
+The browser never receives a whole large trace. For a window [t0, t1) drawn ``px`` pixels wide it
+gets, per lane:
+
+* slices: per nesting level and pixel, the longest slice starting there and how many it stands
+  for (the trace model's slice mipmap, after Perfetto); runtime lanes use the same rule over their
+  subset of rows;
+* counters: per series and pixel, the last value and the min/max envelope (so a spike narrower
+  than a pixel still shows);
+* instants: at most one per lane and pixel.
+
+Times are sent as ns relative to the view's origin, small enough to be exact as JavaScript
+numbers (absolute epoch ns are not). Names are string ids plus a table of the ids used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace import Trace
+
+
+class RuntimeRows:
+    """The runtime-API slices of one host-thread track, time-sorted, for runtime lanes."""
+
+    def __init__(self, trace: Trace, track: int, category_ids: np.ndarray) -> None:
+        s = trace.slices
+        span = s.rows_of_track(track)
+        rows = np.arange(span.start, span.stop, dtype=np.int64)
+        self.rows = rows[np.isin(s.cat[rows], category_ids)]
+        self.ts = s.ts_ns[self.rows]
+        self.dur = s.dur_ns[self.rows]
+        self.end = self.ts + np.maximum(self.dur, 1)
+        self.max_end = np.maximum.accumulate(self.end) if len(self.end) else self.end
+
+    def lod(self, t0: int, t1: int, px: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, merged): per pixel bucket the longest call starting there."""
+        lo = int(np.searchsorted(self.max_end, t0, side="right"))
+        hi = int(np.searchsorted(self.ts, t1, side="left"))
+        idx = np.arange(lo, hi, dtype=np.int64)
+        idx = idx[self.end[idx] > t0]
+        if len(idx) <= px:
+            return self.rows[idx], np.ones(len(idx), dtype=np.int64)
+        bucket = np.clip((self.ts[idx] - t0) * px // max(1, t1 - t0), 0, px - 1)
+        order = np.lexsort((-self.dur[idx], bucket))
+        sorted_bucket = bucket[order]
+        first = np.concatenate(([True], sorted_bucket[1:] != sorted_bucket[:-1]))
+        counts = np.diff(np.concatenate((np.flatnonzero(first), [len(order)])))
+        return self.rows[idx[order[first]]], counts.astype(np.int64)
+
+
+def slice_columns(trace: Trace, rows: np.ndarray, merged: np.ndarray, origin: int, color_by: str) -> dict:
+    s = trace.slices
+    color = s.cat[rows] if color_by == "cat" else s.name[rows]
+    return {
+        "ts": (s.ts_ns[rows] - origin).tolist(),
+        "dur": s.dur_ns[rows].tolist(),
+        "depth": s.depth[rows].tolist(),
+        "name": s.name[rows].tolist(),
+        "color": color.tolist(),
+        "row": rows.tolist(),
+        "merged": merged.tolist(),
+    }
+
+
+def counter_columns(trace: Trace, series_ids: list[int], t0: int, t1: int, px: int, origin: int) -> dict:
+    c = trace.counters
+    out = {}
+    for sid in series_ids:
+        rows = trace.counter_window(t0, t1, [sid])
+        ts, value = c.ts_ns[rows], c.value[rows]
+        if len(rows) > 2 * px:
+            bucket = np.clip((ts - t0) * px // max(1, t1 - t0), 0, px - 1)
+            starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+            ends = np.concatenate((starts[1:], [len(rows)]))
+            out[str(sid)] = {
+                "ts": (ts[starts] - origin).tolist(),
+                "v": value[ends - 1].tolist(),
+                "min": np.minimum.reduceat(value, starts).tolist(),
+                "max": np.maximum.reduceat(value, starts).tolist(),
+            }
+        else:
+            out[str(sid)] = {"ts": (ts - origin).tolist(), "v": value.tolist()}
+    return out
+
+
+def instant_columns(trace: Trace, tracks: list[int], t0: int, t1: int, px: int, origin: int) -> dict[int, dict]:
+    if not len(trace.instants) or not tracks:
+        return {}
+    i = trace.instants
+    rows = trace.instant_window(t0, t1, tracks)
+    out: dict[int, dict] = {}
+    for track in np.unique(i.track[rows]).tolist():
+        mine = rows[i.track[rows] == track]
+        bucket = np.clip((i.ts_ns[mine] - t0) * px // max(1, t1 - t0), 0, px - 1)
+        keep = mine[np.concatenate(([True], bucket[1:] != bucket[:-1]))] if len(mine) > px else mine
+        out[track] = {"ts": (i.ts_ns[keep] - origin).tolist(), "name": i.name[keep].tolist(), "row": keep.tolist()}
+    return out
+
+
+def strings_for(trace: Trace, *id_lists) -> dict[str, str]:
+    ids = set()
+    for values in id_lists:
+        ids.update(values)
+    return {str(k): trace.strings[int(k)] for k in ids}

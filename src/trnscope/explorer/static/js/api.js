@@ -1,0 +1,88 @@
+// The explorer's JSON API. Errors come back as {error: {problem, hint, file}}; they are thrown as
+// ApiError so views can show the problem and the hint instead of a stack trace.
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const error = (body && body.error) || {};
+    super(error.problem || `request failed (${status})`);
+    this.status = status;
+    this.hint = error.hint || "";
+    this.file = error.file || "";
+  }
+}
+
+export async function getJSON(url, { signal } = {}) {
+  let response;
+  try {
+    response = await fetch(url, { signal, headers: { accept: "application/json" } });
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError(0, { error: { problem: "the explorer server cannot be reached", hint: "Is `trnscope view` still running?" } });
+  }
+  let body = null;
+  try { body = await response.json(); } catch { body = null; }
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}
+
+const enc = encodeURIComponent;
+
+// Level-of-detail answers are fetched and decoded by a worker (see timeline/lodworker.js); the
+// main-thread fetch is the fallback where module workers are unavailable.
+let worker = null;
+let nextId = 0;
+const waiting = new Map();
+
+function lodWorker() {
+  if (worker === null) {
+    try {
+      worker = new Worker(new URL("./timeline/lodworker.js", import.meta.url), { type: "module" });
+      worker.onmessage = (event) => {
+        const { id, ok, data, status, body } = event.data;
+        const pending = waiting.get(id);
+        if (!pending) return;
+        waiting.delete(id);
+        if (ok) pending.resolve(data);
+        else pending.reject(new ApiError(status, body));
+      };
+    } catch {
+      worker = false;
+    }
+  }
+  return worker;
+}
+
+function getDecoded(url) {
+  const w = lodWorker();
+  if (!w) return getJSON(url);
+  return new Promise((resolve, reject) => {
+    const id = ++nextId;
+    waiting.set(id, { resolve, reject });
+    w.postMessage({ id, url: new URL(url, location.href).href });
+  });
+}
+
+export const api = {
+  entries: () => getJSON("/api/entries"),
+  card: (id) => getJSON(`/api/entries/${enc(id)}/card`),
+  summary: (id) => getJSON(`/api/entries/${enc(id)}/summary`),
+  ops: (id) => getJSON(`/api/entries/${enc(id)}/ops`),
+  compare: (base, test) => getJSON(`/api/compare?base=${enc(base)}&test=${enc(test)}`),
+  // A timeline source: the system trace of an entry, or one NEFF's device trace.
+  source(id, device = null) {
+    const base = device ? `/api/entries/${enc(id)}/device/${enc(device.neff)}/${device.nc}` : `/api/entries/${enc(id)}`;
+    return {
+      // px: also answer the level of detail of the whole trace at that width (saves a round trip).
+      // Fetched on the main thread: starting the worker costs more than parsing this one answer,
+      // so the worker starts meanwhile and takes the requests that follow.
+      layout: (px) => {
+        lodWorker();
+        return getJSON(px ? `${base}/timeline?px=${px}` : `${base}/timeline`);
+      },
+      lod: (t0, t1, px, lanes) =>
+        getDecoded(`${base}/lod?t0=${t0}&t1=${t1}&px=${px}${lanes ? `&lanes=${lanes.join(",")}` : ""}`),
+      details: (row) => getJSON(`${base}/slice/${row}`),
+      select: (t0, t1, lanes) => getJSON(`${base}/select?t0=${t0}&t1=${t1}${lanes ? `&lanes=${lanes.join(",")}` : ""}`),
+    };
+  },
+};

@@ -1,0 +1,104 @@
+// Compare two profiles: headline deltas, operators aligned by name (added, removed, changed) and
+// the two timelines stacked with one synchronised window (each measured from its own start).
+
+import { api } from "../api.js";
+import { el, fmtBytes, fmtCount, fmtPct, fmtPercentValue, fmtRatio, fmtSigned, fmtTime, fill } from "../format.js";
+import { entries } from "../store.js";
+import { Timeline } from "../timeline/timeline.js";
+import { DataTable } from "../widgets/table.js";
+import { errorPanel, go, loading } from "./common.js";
+
+const FORMAT = {
+  wall_ns: fmtTime, device_time_ns: fmtTime, cpu_self_ns: fmtTime, idle_ns: fmtTime, hbm_bytes: fmtBytes,
+  executions: fmtCount, dispatches: fmtCount, programs: fmtCount, busy_share: fmtPct, launch_overhead_share: fmtPct,
+  mfu_percent: (v) => fmtPercentValue(v), mbu_percent: (v) => fmtPercentValue(v),
+};
+
+export async function compareView(main, { base, test }) {
+  fill(main, loading("Comparing…"));
+  let listing;
+  try { listing = await entries(); } catch (err) { fill(main, errorPanel(err)); return {}; }
+  const pickers = el("div.toolbar", {}, picker("Base", base, listing, (v) => go(`#/compare/${v}/${test || ""}`)),
+    el("span", {}, "vs"), picker("Test", test, listing, (v) => go(`#/compare/${base || ""}/${v}`)));
+  const head = el("div.page-head", {}, el("div", {}, el("h1", {}, "Compare profiles"),
+    el("p.muted", {}, "Deltas are test − base; a ratio below 1× means the test is smaller.")), pickers);
+  if (!base || !test) {
+    fill(main, head, el("p.muted", {}, "Pick a base and a test profile."));
+    return {};
+  }
+  let data;
+  try { data = await api.compare(base, test); } catch (err) { fill(main, head, errorPanel(err, { title: "Cannot compare" })); return {}; }
+
+  const summary = el("table.data-table.compare-summary", {},
+    el("thead", {}, el("tr", {}, ["Metric", `Base: ${data.base.name}`, `Test: ${data.test.name}`, "Δ", "Ratio"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, data.summary.map((row) => {
+      const f = FORMAT[row.key] || String;
+      const better = improvement(row);
+      return el(`tr${better === null ? "" : better ? ".better" : ".worse"}`, { "data-key": row.key },
+        el("td", {}, row.label), el("td.right", {}, row.base === null ? "–" : f(row.base)),
+        el("td.right", {}, row.test === null ? "–" : f(row.test)),
+        el("td.right.delta", {}, row.delta === null ? "–" : fmtSigned(row.delta, f)),
+        el("td.right", {}, fmtRatio(row.ratio)));
+    })));
+
+  const opRows = data.ops.map((d) => ({ ...d, __key: d.name }));
+  const filter = el("input.filter", { type: "search", placeholder: "Filter operators…" });
+  const ops = new DataTable({
+    columns: [
+      { key: "name", title: "Operator" },
+      { key: "status", title: "In", format: (v) => ({ both: "both", added: "test only", removed: "base only" }[v]) },
+      { key: "base_device", title: "Base device", align: "right", value: (r) => r.base.device_total_ns, format: fmtTime },
+      { key: "test_device", title: "Test device", align: "right", value: (r) => r.test.device_total_ns, format: fmtTime },
+      { key: "delta_device", title: "Δ device", align: "right", value: (r) => r.delta.device_total_ns, format: (v) => fmtSigned(v, fmtTime) },
+      { key: "ratio_device", title: "Ratio", align: "right", value: (r) => r.ratio.device_total_ns, format: fmtRatio },
+      { key: "base_calls", title: "Base calls", align: "right", value: (r) => r.base.calls, format: fmtCount },
+      { key: "test_calls", title: "Test calls", align: "right", value: (r) => r.test.calls, format: fmtCount },
+      { key: "delta_dispatches", title: "Δ dispatches", align: "right", value: (r) => r.delta.dispatches, format: (v) => fmtSigned(v, fmtCount) },
+      { key: "delta_cpu", title: "Δ CPU total", align: "right", value: (r) => r.delta.cpu_total_ns, format: (v) => fmtSigned(v, fmtTime) },
+      { key: "delta_bytes", title: "Δ bytes", align: "right", value: (r) => r.delta.bytes, format: (v) => fmtSigned(v, fmtBytes) },
+    ],
+    rows: opRows, filter: (r, text) => r.name.toLowerCase().includes(text),
+    rowClass: (r) => r.status, className: "compare-ops",
+  });
+  filter.addEventListener("input", () => ops.setFilter(filter.value));
+
+  const recs = el("div.two-col", {},
+    el("div", {}, el("h4", {}, "Base findings"), el("ul", {}, data.base.recommendations.map((r) => el("li", {}, r)))),
+    el("div", {}, el("h4", {}, "Test findings"), el("ul", {}, data.test.recommendations.map((r) => el("li", {}, r)))));
+
+  const stackA = el("div.timeline-host.stacked-host");
+  const stackB = el("div.timeline-host.stacked-host");
+  fill(main, head,
+    el("section", {}, el("h2", {}, "Summary"), summary, recs),
+    el("section", {}, el("div.section-head", {}, el("h2", {}, "Operators"), filter), el("div.table-wrap", {}, ops.node)),
+    el("section", {}, el("h2", {}, "Timelines (synchronised, each from its own start)"),
+      el("h4", {}, `Base: ${data.base.name}`), stackA, el("h4", {}, `Test: ${data.test.name}`), stackB));
+  const timelines = [];
+  const sync = (from) => (t0, t1) => { for (const t of timelines) if (t !== from) t.setWindow(t0, t1, { silent: true }); };
+  const a = new Timeline(stackA, api.source(base), {});
+  const b = new Timeline(stackB, api.source(test), {});
+  a.options.onWindow = sync(a);
+  b.options.onWindow = sync(b);
+  timelines.push(a, b);
+  try {
+    const [la, lb] = await Promise.all([a.init(), b.init()]);
+    const end = Math.max(la.end, lb.end);
+    a.setWindow(-end * 0.01, end * 1.01);
+  } catch (err) {
+    stackA.append(errorPanel(err, { title: "Timeline unavailable" }));
+  }
+  return { destroy() { a.destroy(); b.destroy(); } };
+}
+
+function improvement(row) {
+  if (row.delta === null || row.delta === 0) return null;
+  const higherIsBetter = ["busy_share", "mfu_percent", "mbu_percent"].includes(row.key);
+  return higherIsBetter ? row.delta > 0 : row.delta < 0;
+}
+
+function picker(label, value, listing, onChange) {
+  const select = el("select", { "aria-label": label, onchange: (e) => onChange(e.target.value) },
+    el("option", { value: "" }, `— ${label.toLowerCase()} —`),
+    listing.entries.map((e) => el("option", { value: e.id, selected: e.id === value }, e.name)));
+  return el("label.picker", {}, `${label} `, select);
+}

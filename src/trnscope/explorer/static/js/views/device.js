@@ -1,0 +1,75 @@
+// Device trace: one NEFF execution on one NeuronCore. Rows per DMA queue and engine, instructions
+// coloured by the PyTorch op they came from, semaphore waits in red, DMA counters; clicking an
+// instruction shows its semaphore dependencies as arrows and tables.
+
+import { api } from "../api.js";
+import { colorFor, WAIT_COLOR } from "../colors.js";
+import { el, fmtBytes, fmtCount, fmtPercentValue, fmtTime, fill } from "../format.js";
+import { Timeline } from "../timeline/timeline.js";
+import { renderDetails, renderSelection } from "../widgets/details.js";
+import { errorPanel, systemHash } from "./common.js";
+import { enableSplitter } from "./system.js";
+
+export async function deviceView(main, { id, neff, nc, query }) {
+  const info = el("div.device-info");
+  const pane = el("div.details-pane", {}, el("p.muted", {}, "Click an instruction for its operands and dependencies."));
+  const host = el("div.timeline-host");
+  const page = el("div.trace-page", {}, info, host, el("div.splitter"), pane);
+  fill(main, page);
+  const timeline = new Timeline(host, api.source(id, { neff, nc: Number(nc) }), {
+    onSelect: (details) => fill(pane, details ? renderDetails(details, { onJump: (item) => timeline.focus(item) })
+      : el("p.muted", {}, "Nothing selected.")),
+    onRange: (summary) => { if (summary) fill(pane, renderSelection(summary)); },
+    onError: (err) => fill(pane, errorPanel(err, { title: "Request failed" })),
+  });
+  let layout;
+  try {
+    layout = await timeline.init();
+  } catch (err) {
+    timeline.destroy();
+    fill(main, errorPanel(err, { title: "This device trace cannot be opened" }));
+    return {};
+  }
+  info.append(header(layout, id, query.seq ? Number(query.seq) : null));
+  enableSplitter(page);
+  return { destroy() { timeline.destroy(); }, timeline };
+}
+
+function header(layout, id, seq) {
+  const s = layout.summary || {};
+  const engines = s.engines || {};
+  const bars = ["tensor", "vector", "scalar", "gpsimd", "sync", "dma"].filter((e) => engines[e]).map((e) =>
+    el("div.engine-bar", { title: `${e}: ${fmtPercentValue(engines[e].active_time_percent)} active, ${fmtCount(engines[e].instruction_count)} instructions` },
+      el("span.name", {}, e),
+      el("span.track", {}, el("span.fill", { style: `width:${Math.min(100, engines[e].active_time_percent || 0)}%` })),
+      el("span.value", {}, fmtPercentValue(engines[e].active_time_percent, 0))));
+  const executions = (layout.executions || []).map((e) => {
+    const here = seq !== null && e.seq === seq;
+    return el(`li${here ? ".current" : ""}`, {},
+      `execution ${e.seq}${e.framework_op ? ` (${e.framework_op})` : ""}${e.queue_wait_ns ? `, queued ${fmtTime(e.queue_wait_ns)}` : ""} · `,
+      e.system_ts !== undefined
+        ? el("a.link", { href: systemHash(id, { ts: e.system_ts, dur: e.system_dur, row: e.system_row }) }, "show in system trace")
+        : el("span.muted", {}, "not in the system trace"));
+  });
+  const legend = [...(layout.framework_ops || []).map((op) => el("span.chip", {}, el("span.swatch", { style: `background:${colorFor(op)}` }), op)),
+    el("span.chip", {}, el("span.swatch", { style: `background:${WAIT_COLOR}` }), "semaphore wait")];
+  return el("div", {},
+    el("div.device-title", {},
+      el("h1", {}, layout.neff_name || `NEFF ${layout.neff_id}`),
+      el("span.muted", {}, `NEFF ${layout.neff_id} · NeuronCore ${layout.nc} · ${layout.neuroncore || ""} (${layout.target || ""}) · `
+        + `${fmtCount(layout.instructions_written)} instructions`)),
+    layout.truncated ? el("p.warning", {}, `Truncated: ${fmtCount(layout.instructions_written)} of ${fmtCount(layout.instruction_count)} instructions were written (max_events_per_nc).`) : null,
+    el("div.device-facts", {},
+      el("div.figures", {},
+        fig("device time", fmtTime(s.total_time_ns)), fig("MFU", fmtPercentValue(s.mfu_estimated_percent)),
+        fig("MBU", fmtPercentValue(s.mbu_estimated_percent)), fig("HBM traffic", fmtBytes((s.hbm_read_bytes || 0) + (s.hbm_write_bytes || 0))),
+        fig("DMA transfers", fmtCount(s.dma_transfer_count)), fig("avg DMA", fmtBytes(s.dma_transfer_average_bytes)),
+        fig("bottleneck", s.bottleneck || "–")),
+      el("div.engines", {}, bars)),
+    el("div.legend", {}, el("span.muted", {}, "Colour = originating op: "), legend),
+    executions.length ? el("details.executions", {}, el("summary", {}, `${executions.length} execution(s) of this NEFF in the profile`), el("ul", {}, executions)) : null);
+}
+
+function fig(label, value) {
+  return el("div.figure", {}, el("span.value", {}, value), el("span.label", {}, label));
+}

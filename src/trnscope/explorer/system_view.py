@@ -1,0 +1,56 @@
+"""The system trace view of a profile: every lane of the profile's timeline, with links from
+device executions (and the ops that caused them) to their device traces."""
+
+from __future__ import annotations
+
+from ..analysis.device_work import device_work
+from ..analysis.profile import NEURON, Profile
+from .layout import system_layout
+from .views import TimelineView
+
+
+class SystemView(TimelineView):
+    def __init__(self, profile: Profile) -> None:
+        super().__init__(profile.trace, system_layout(profile.trace, neuron=profile.kind == NEURON))
+        self.profile = profile
+        self._executions: dict[int, int] | None = None
+
+    def describe(self) -> dict:
+        return {**super().describe(), "kind": self.profile.kind, "name": self.profile.name}
+
+    def extra_details(self, row: int, details: dict) -> dict:
+        rows = [row] + [item["row"] for item in details["downstream"]] + [item["row"] for item in details["upstream"]]
+        return {"device_traces": self.device_links(rows)}
+
+    def device_links(self, rows: list[int]) -> list[dict]:
+        """Device traces (NTFFs present on disk) of the executions among ``rows``."""
+        files = self.profile.files
+        if files is None or not files.ntffs:
+            return []
+        links, seen = [], set()
+        for row, args in zip(rows, self.trace.slices.args.get_many(rows)):
+            neff_id = args.get("neff_id")
+            core = args.get("nc", args.get("device"))
+            if neff_id is None or not isinstance(core, int) or (str(neff_id), core) not in files.ntffs:
+                continue
+            seq = args.get("seq", args.get("correlation"))
+            key = (str(neff_id), core, seq)
+            if key in seen:
+                continue
+            seen.add(key)
+            links.append({"neff_id": str(neff_id), "nc": core, "seq": seq,
+                          "name": str(args.get("neff_name") or self.trace.strings[int(self.trace.slices.name[row])]),
+                          "ntff": files.ntffs[(str(neff_id), core)].name, "row": int(row)})
+        return links
+
+    def execution_row(self, seq: int) -> int | None:
+        """The framework-stream slice of device execution ``seq`` (its ``correlation``), for
+        jumping to it."""
+        if self._executions is None:
+            work = device_work(self.trace)
+            self._executions = {}
+            for row, args in zip(work.rows.tolist(), work.args):
+                key = args.get("correlation", args.get("seq"))
+                if isinstance(key, int):
+                    self._executions.setdefault(key, int(row))
+        return self._executions.get(seq)

@@ -1,0 +1,181 @@
+"""Timeline views: a trace plus its lane layout, answering the browser's questions about it.
+
+A :class:`TimelineView` serves both the system trace of a profile (or any Kineto trace) and the
+device trace of one NEFF execution; they differ in layout and in what a slice's details add
+(links to device traces, instruction dependencies). All times crossing the API are ns relative to
+``origin``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..analysis.lanes import RUNTIME_CATEGORIES
+from ..trace import Trace
+from .details import slice_details
+from .layout import COUNTER, Layout, Lane
+from .lod import RuntimeRows, counter_columns, instant_columns, slice_columns, strings_for
+
+MAX_PX = 8192
+SELECTION_NAMES = 200
+
+
+class BadRequest(ValueError):
+    """A query the API refuses (the message says which parameter and why)."""
+
+
+class TimelineView:
+    def __init__(self, trace: Trace, layout: Layout, origin: int | None = None) -> None:
+        self.trace = trace
+        self.layout = layout
+        self.origin = int(trace.start_ns if origin is None else origin)
+        self.lanes = {lane.id: lane for lane in layout.lanes}
+        self._runtime: dict[int, RuntimeRows] = {}
+        self._lock = threading.Lock()
+
+    # --- layout ------------------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        trace = self.trace
+        return {
+            "origin_ns": str(self.origin),
+            "start": trace.start_ns - self.origin if len(trace.slices) or len(trace.counters) else 0,
+            "end": trace.end_ns - self.origin,
+            **self.layout.to_dict(),
+        }
+
+    def initial_lod(self, px: int) -> dict:
+        """What the browser draws first: the whole trace (with the 1% margin the timeline shows
+        around it) at ``px`` pixels, for the lanes of groups shown expanded. Sent with the layout,
+        it saves the first page load a round trip; nothing lies outside the trace, so unlike later
+        requests it needs no padding."""
+        layout = self.describe()
+        span = max(layout["end"] - layout["start"], 1000)
+        shown = {g.id for g in self.layout.groups if not g.collapsed}
+        lanes = [lane.id for lane in self.layout.lanes if lane.group in shown]
+        return self.lod(layout["start"] - span * 0.01, layout["end"] + span * 0.01, px, lanes)
+
+    # --- level of detail ---------------------------------------------------------------------
+
+    def lod(self, t0: float, t1: float, px: int, lane_ids: list[str] | None) -> dict:
+        if not (t1 > t0):
+            raise BadRequest("t1 must be greater than t0")
+        if not 1 <= px <= MAX_PX:
+            raise BadRequest(f"px must be between 1 and {MAX_PX}")
+        a, b = self.origin + int(np.floor(t0)), self.origin + int(np.ceil(t1))
+        lanes = self._lanes(lane_ids)
+        plain = [lane for lane in lanes if lane.kind != COUNTER and not lane.runtime_only]
+        out: dict[str, dict] = {}
+        name_ids: list[list] = []
+        if plain:
+            result = self.trace.lod(a, b, px, track_ids=[lane.track for lane in plain])
+            by_track = self.trace.slices.track[result.rows]
+            for lane in plain:
+                mine = by_track == lane.track
+                columns = slice_columns(self.trace, result.rows[mine], result.merged[mine], self.origin,
+                                        self.layout.color_by)
+                out[lane.id] = columns
+                name_ids += [columns["name"], columns["color"]]
+        for lane in lanes:
+            if lane.runtime_only:
+                rows, merged = self._runtime_rows(lane.track).lod(a, b, px)
+                columns = slice_columns(self.trace, rows, merged, self.origin, self.layout.color_by)
+                columns["depth"] = [0] * len(rows)  # runtime calls are leaves: one row
+                out[lane.id] = columns
+                name_ids += [columns["name"], columns["color"]]
+            elif lane.kind == COUNTER:
+                out[lane.id] = {"series": counter_columns(self.trace, [s["id"] for s in lane.series], a, b, px,
+                                                          self.origin)}
+        instants = instant_columns(self.trace, [lane.track for lane in plain], a, b, px, self.origin)
+        for lane in plain:
+            if lane.track in instants:
+                out[lane.id]["instants"] = instants[lane.track]
+                name_ids.append(instants[lane.track]["name"])
+        return {"t0": t0, "t1": t1, "px": px, "lanes": out, "strings": strings_for(self.trace, *name_ids)}
+
+    def _lanes(self, lane_ids: list[str] | None) -> list[Lane]:
+        if lane_ids is None:
+            return list(self.lanes.values())
+        unknown = [i for i in lane_ids if i not in self.lanes]
+        if unknown:
+            raise BadRequest(f"unknown lane(s): {', '.join(unknown[:5])}")
+        return [self.lanes[i] for i in lane_ids]
+
+    def _runtime_rows(self, track: int) -> RuntimeRows:
+        with self._lock:
+            rows = self._runtime.get(track)
+            if rows is None:
+                ids = np.array([i for i in (self.trace.strings.id_of(c) for c in RUNTIME_CATEGORIES) if i is not None],
+                               dtype=np.int32)
+                rows = self._runtime[track] = RuntimeRows(self.trace, track, ids)
+            return rows
+
+    # --- one slice ---------------------------------------------------------------------------
+
+    def check_row(self, row: int) -> int:
+        if not 0 <= row < len(self.trace.slices):
+            raise BadRequest(f"no slice {row}")
+        return row
+
+    def slice_summary(self, row: int) -> dict:
+        """What a details table lists about a slice (no args)."""
+        s = self.trace.slices
+        track = int(s.track[row])
+        name, cat = self.trace.strings[int(s.name[row])], self.trace.strings[int(s.cat[row])]
+        return {
+            "row": int(row), "name": name, "cat": cat, "color_key": cat if self.layout.color_by == "cat" else name,
+            "ts": int(s.ts_ns[row]) - self.origin, "dur": int(s.dur_ns[row]), "depth": int(s.depth[row]),
+            "lane": f"t{track}", "lane_title": self.lane_title(track),
+        }
+
+    def lane_title(self, track: int) -> str:
+        lane = self.lanes.get(f"t{track}")
+        return lane.title if lane else self.trace.tracks[track].label
+
+    def details(self, row: int) -> dict:
+        return slice_details(self, self.check_row(row))
+
+    def extra_details(self, row: int, details: dict) -> dict:
+        """What a kind of view adds to a slice's details (overridden by subclasses)."""
+        return {}
+
+    # --- a time range ------------------------------------------------------------------------
+
+    def select(self, t0: float, t1: float, lane_ids: list[str] | None) -> dict:
+        if not (t1 > t0):
+            raise BadRequest("t1 must be greater than t0")
+        a, b = self.origin + int(np.floor(t0)), self.origin + int(np.ceil(t1))
+        lanes = [lane for lane in self._lanes(lane_ids) if lane.kind != COUNTER and not lane.runtime_only]
+        tracks = sorted({lane.track for lane in lanes})
+        s = self.trace.slices
+        rows = self.trace.window(a, b, tracks) if tracks else np.zeros(0, dtype=np.int64)
+        clipped = np.minimum(s.ts_ns[rows] + s.dur_ns[rows], b) - np.maximum(s.ts_ns[rows], a)
+        clipped = np.maximum(clipped, 0)
+        names, inverse = np.unique(s.name[rows], return_inverse=True)
+        total = np.bincount(inverse, weights=clipped, minlength=len(names))
+        count = np.bincount(inverse, minlength=len(names))
+        order = np.argsort(-total)[:SELECTION_NAMES]
+        lane_stats = []
+        for lane in lanes:
+            mine = rows[(s.track[rows] == lane.track) & (s.depth[rows] == 0)]
+            busy = _union(np.maximum(s.ts_ns[mine], a), np.minimum(s.ts_ns[mine] + s.dur_ns[mine], b))
+            lane_stats.append({"lane": lane.id, "title": lane.title, "slices": int(np.count_nonzero(s.track[rows] == lane.track)),
+                               "busy_ns": busy, "busy_share": busy / (b - a)})
+        return {
+            "t0": t0, "t1": t1, "duration_ns": b - a, "slices": int(len(rows)),
+            "names": [{"name": self.trace.strings[int(names[i])], "count": int(count[i]), "time_ns": int(total[i])}
+                      for i in order.tolist()],
+            "lanes": lane_stats,
+        }
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+    if not len(starts):
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    gaps = np.maximum(0, s[1:] - reach[:-1]).sum()
+    return int(max(0, reach[-1] - s[0] - gaps))

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rmsnorm_profiles import rmsnorm_profiles, torch_available
+
+KINETO = Path(__file__).resolve().parents[2].parent / "shared/data/kineto-traces"
+
+
+def shared_tmp(tmp_path_factory) -> Path:
+    """A folder all pytest-xdist workers of this run share (the run's base temp otherwise)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def rmsnorm(tmp_path_factory) -> dict[str, Path]:
+    """Profile directories of the RMSNorm variants: naive, fused (and compiled when it records)."""
+    if not torch_available():
+        pytest.skip("recording profiles needs torch")
+    return rmsnorm_profiles(shared_tmp(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def kineto_fixture():
+    def path(prefix: str) -> Path:
+        if not KINETO.is_dir():
+            pytest.skip(f"shared Kineto fixtures not found at {KINETO}")
+        matches = sorted(KINETO.glob(f"{prefix}*"))
+        if not matches:
+            pytest.skip(f"no fixture {prefix}* in {KINETO}")
+        return matches[0]
+
+    return path

@@ -1,0 +1,253 @@
+"""The explorer's HTTP API, through Starlette's TestClient."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from explorer_testdata import entry_by
+from trnscope.explorer import create_app
+
+
+@pytest.fixture(scope="module")
+def client(explorer_root):
+    with TestClient(create_app([explorer_root])) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def listing(client):
+    response = client.get("/api/entries")
+    assert response.status_code == 200
+    return response.json()
+
+
+def eid(listing, relpath_part: str) -> str:
+    return entry_by(listing, relpath=lambda p: relpath_part in p)["id"]
+
+
+def test_index_and_static_assets(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "/static/js/main.js" in page.text
+    for asset in ("/static/js/main.js", "/static/js/timeline/timeline.js", "/static/css/explorer.css"):
+        response = client.get(asset)
+        assert response.status_code == 200, asset
+    assert "javascript" in client.get("/static/js/main.js").headers["content-type"]
+    assert "cdn" not in page.text.lower() and "https://" not in page.text
+
+
+def test_listing_finds_profiles_and_traces(listing):
+    kinds = {e["relpath"]: e["kind"] for e in listing["entries"]}
+    assert sum(1 for k in kinds.values() if k == "neuron") == 3  # naive, fused and the damaged copy
+    assert any(p.endswith(".pt.trace.json.gz") for p in kinds)
+    assert "bad/truncated.pt.trace.json" in kinds and "bad/garbage_trace.json.gz" in kinds
+    assert "bad/notes.json" not in kinds
+    naive = entry_by(listing, relpath=lambda p: p.startswith("rmsnorm/naive"))
+    assert naive["manifest"]["complete"] and naive["manifest"]["neffs"] == 6
+
+
+def test_card_summary_ops(client, listing):
+    naive = eid(listing, "rmsnorm/naive")
+    card = client.get(f"/api/entries/{naive}/card").json()
+    assert card["kind"] == "neuron" and card["headline"]["dispatches"] == 18
+    assert card["recommendations"][0]["title"].startswith("Many small dispatches")
+    summary = client.get(f"/api/entries/{naive}/summary").json()
+    assert summary["device"]["source"] == "ntff" and summary["idle"]["regime"] == "host-dispatch bound"
+    gap = summary["idle"]["largest"][0]
+    assert gap["lane"].startswith("t") and gap["ts"] >= 0 and gap["after_op"].startswith("aten::")
+    ops = client.get(f"/api/entries/{naive}/ops").json()
+    mul = next(r for r in ops["ops"] if r["name"] == "aten::mul")
+    assert mul["dispatches"] == 6 and len(mul["neffs"]) == 2 and all(n["ntff"] for n in mul["neffs"])
+    assert mul["first_ts"] is not None
+
+
+def test_neuron_timeline_groups(client, listing):
+    layout = client.get(f"/api/entries/{eid(listing, 'rmsnorm/naive')}/timeline").json()
+    groups = [g["id"] for g in layout["groups"]]
+    assert groups[:4] == ["framework", "framework_stream", "neuron_rt", "neuron_hw"]
+    assert "hbm" in groups and "host" in groups
+    titles = [lane["title"] for lane in layout["lanes"]]
+    assert any(t.startswith("framework/TID:") for t in titles)
+    assert "neuron_rt/NC:0" in titles and "neuron_hw/NC:0" in titles and "NC:0/hbm_usage" in titles
+    assert layout["start"] == 0 and layout["end"] > 0
+
+
+def test_kineto_timeline_has_runtime_lanes(client, listing):
+    layout = client.get(f"/api/entries/{eid(listing, 'critical_path_alexnet')}/timeline").json()
+    groups = {g["id"]: g["title"] for g in layout["groups"]}
+    assert {"cpu", "runtime", "gpu"} <= set(groups) and groups["runtime"] == "CUDA runtime"
+    runtime = [lane for lane in layout["lanes"] if lane["runtime_only"]]
+    assert runtime and all(lane["id"].startswith("r") for lane in runtime)
+    lod = client.get(f"/api/entries/{eid(listing, 'critical_path_alexnet')}/lod",
+                     params={"t0": layout["start"], "t1": layout["end"], "px": 800,
+                             "lanes": ",".join(lane["id"] for lane in runtime)}).json()
+    names = {lod["strings"][str(n)] for lane in runtime for n in lod["lanes"][lane["id"]]["name"]}
+    assert names and all(n.startswith("cuda") for n in names)
+
+
+def test_lod_is_bounded_by_pixels(client, listing):
+    entry = eid(listing, "timeline_analysis")
+    layout = client.get(f"/api/entries/{entry}/timeline").json()
+    full = client.get(f"/api/entries/{entry}/lod", params={"t0": layout["start"], "t1": layout["end"], "px": 200}).json()
+    for lane in layout["lanes"]:
+        if lane["kind"] != "slices":
+            continue
+        data = full["lanes"][lane["id"]]
+        per_level = {}
+        for depth in data["depth"]:
+            per_level[depth] = per_level.get(depth, 0) + 1
+        assert all(count <= 201 for count in per_level.values()), lane["title"]  # one per pixel (+1 straddler)
+        assert sum(data["merged"]) >= len(data["ts"])
+    total = sum(len(v["ts"]) for v in full["lanes"].values() if "ts" in v)
+    represented = sum(sum(v["merged"]) for v in full["lanes"].values() if "merged" in v)
+    assert total < represented  # level of detail merged slices: the whole trace was not sent
+    # a narrow window returns only what overlaps it, at full detail
+    t0 = layout["start"] + (layout["end"] - layout["start"]) * 0.4
+    t1 = t0 + (layout["end"] - layout["start"]) * 0.001
+    narrow = client.get(f"/api/entries/{entry}/lod", params={"t0": t0, "t1": t1, "px": 1000}).json()
+    for data in narrow["lanes"].values():
+        for ts, dur in zip(data.get("ts", []), data.get("dur", [])):
+            assert ts < t1 and ts + max(dur, 1) > t0
+
+
+@pytest.mark.parametrize("params, problem", [
+    ({"t0": 10, "t1": 5, "px": 100}, "t1 must be greater"),
+    ({"t0": 0, "t1": 5, "px": 0}, "px must be"),
+    ({"t0": 0, "t1": 5, "px": 100000}, "px must be"),
+    ({"t0": "x", "t1": 5, "px": 100}, "t0 must be a number"),
+    ({"t1": 5, "px": 100}, "missing parameter t0"),
+    ({"t0": 0, "t1": 5, "px": 100, "lanes": "t999"}, "unknown lane"),
+])
+def test_lod_rejects_bad_parameters(client, listing, params, problem):
+    response = client.get(f"/api/entries/{eid(listing, 'rmsnorm/naive')}/lod", params=params)
+    assert response.status_code == 400 and problem in response.json()["error"]["problem"]
+
+
+def test_slice_details_follow_the_dependency_chain(client, listing):
+    entry = eid(listing, "rmsnorm/naive")
+    ops = client.get(f"/api/entries/{entry}/ops").json()
+    mul = next(r for r in ops["ops"] if r["name"] == "aten::mul")
+    details = client.get(f"/api/entries/{entry}/slice/{mul['first_row']}").json()
+    assert details["name"] == "aten::mul" and details["args"]["Input Dims"]
+    downstream = {(d["name"], d["lane_title"]) for d in details["downstream"]}
+    assert ("nrt_execute", "neuron_rt/NC:0") in downstream and ("nc_exec_running", "neuron_hw/NC:0") in downstream
+    assert all("from" in d for d in details["downstream"])
+    link = details["device_traces"][0]
+    assert link["nc"] == 0 and link["ntff"].endswith("_vnc_0.ntff")
+    hw = next(d for d in details["downstream"] if d["name"] == "nc_exec_running")
+    upstream = client.get(f"/api/entries/{entry}/slice/{hw['row']}").json()["upstream"]
+    assert [u["name"] for u in upstream][:2] == ["nrt_execute", "nrt_execute"]
+    assert any(u.get("op", {}).get("name") == "aten::mul" for u in upstream)
+    assert client.get(f"/api/entries/{entry}/slice/99999999").status_code == 400
+
+
+def test_selection_summary(client, listing):
+    entry = eid(listing, "rmsnorm/naive")
+    layout = client.get(f"/api/entries/{entry}/timeline").json()
+    sel = client.get(f"/api/entries/{entry}/select", params={"t0": layout["start"], "t1": layout["end"]}).json()
+    names = {n["name"]: n for n in sel["names"]}
+    assert names["aten::mul"]["count"] == 6 and names["nc_exec_running"]["count"] == 18
+    assert all(0 <= lane["busy_share"] <= 1 for lane in sel["lanes"])
+    half = client.get(f"/api/entries/{entry}/select", params={"t0": layout["start"], "t1": layout["end"] / 2}).json()
+    assert half["slices"] < sel["slices"]
+
+
+def test_device_trace_endpoints(client, listing):
+    entry = eid(listing, "rmsnorm/naive")
+    link = client.get(f"/api/entries/{entry}/summary").json()["device"]["neffs"][0]
+    base = f"/api/entries/{entry}/device/{link['neff_id']}/0"
+    layout = client.get(f"{base}/timeline").json()
+    assert [g["id"] for g in layout["groups"]] == ["dma", "engines", "counters"]
+    assert layout["color_by"] == "cat" and layout["framework_ops"]
+    assert {lane["title"] for lane in layout["lanes"]} >= {"Tensor (LoadStationary)", "TensorMatrix (MultiplyMoving)",
+                                                         "Vector", "Scalar", "GpSimd", "Sync", "DMA throughput"}
+    execution = layout["executions"][0]
+    assert isinstance(execution["start_ns"], str) and execution["system_ts"] >= 0 and execution["system_row"] >= 0
+    lod = client.get(f"{base}/lod", params={"t0": 0, "t1": layout["end"], "px": 500}).json()
+    engine_rows = [r for lane in layout["lanes"] if lane["group"] == "engines" for r in lod["lanes"][lane["id"]]["row"]]
+    assert engine_rows
+    details = [client.get(f"{base}/slice/{row}").json() for row in engine_rows[:20]]
+    with_deps = [d for d in details if d.get("predecessors")]
+    assert with_deps, "some engine instruction waits on another"
+    dep = with_deps[0]["predecessors"][0]
+    assert dep["semaphore"] and dep["ts"] <= with_deps[0]["ts"] and with_deps[0]["upstream"]
+    back = client.get(f"/api/entries/{entry}/execution/{execution['seq']}").json()
+    assert back["ts"] == pytest.approx(execution["system_ts"], abs=1)
+    assert client.get(f"/api/entries/{entry}/device/123/0/timeline").status_code == 404
+
+
+def test_compare(client, listing):
+    base, test = eid(listing, "rmsnorm/naive"), eid(listing, "rmsnorm/fused")
+    diff = client.get("/api/compare", params={"base": base, "test": test}).json()
+    rows = {r["key"]: r for r in diff["summary"]}
+    assert rows["dispatches"]["base"] == 18 and rows["dispatches"]["test"] == 3 and rows["dispatches"]["delta"] == -15
+    assert diff["base"]["id"] == base and diff["test"]["recommendations"]
+    assert client.get("/api/compare", params={"base": base}).status_code == 400
+
+
+def test_bad_files_get_clear_errors_and_the_server_keeps_serving(client, listing):
+    truncated = eid(listing, "bad/truncated")
+    response = client.get(f"/api/entries/{truncated}/card")
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert "JSON" in error["problem"] and error["hint"] and error["file"] == "bad/truncated.pt.trace.json"
+    garbage = client.get(f"/api/entries/{eid(listing, 'bad/garbage')}/timeline")
+    assert garbage.status_code == 422 and "gzip" in garbage.json()["error"]["problem"]
+    # the failure is remembered and shown in the listing; other entries still work
+    again = client.get("/api/entries").json()
+    assert entry_by(again, id=truncated)["status"] == "error" and entry_by(again, id=truncated)["error"]["problem"]
+    assert client.get(f"/api/entries/{eid(listing, 'rmsnorm/fused')}/card").status_code == 200
+    broken = eid(listing, "broken_profile")
+    card = client.get(f"/api/entries/{broken}/card")
+    assert card.status_code == 200  # its system trace is intact; the damaged NTFF is reported
+    assert any("the manifest recorded" in w for w in card.json()["warnings"])
+    assert any("the manifest recorded" in p for p in entry_by(listing, id=broken)["manifest"]["problems"])
+    neff = client.get(f"/api/entries/{broken}/summary").json()["device"]["neffs"][0]["neff_id"]
+    device = client.get(f"/api/entries/{broken}/device/{neff}/0/timeline")
+    assert device.status_code == 422 and "truncated" in device.json()["error"]["problem"]
+    assert client.get("/api/entries/nope/card").status_code == 404
+
+
+def test_raw_files_stay_inside_the_roots(client, listing, explorer_root, tmp_path):
+    ok = client.get("/raw/0/bad/notes.json")
+    assert ok.status_code == 200 and ok.json() == {"not": "a trace"}
+    assert client.get("/raw/0/bad/missing.json").status_code == 404
+    assert client.get("/raw/7/bad/notes.json").status_code == 404
+    for attempt in ("/raw/0/../../../../etc/passwd", "/raw/0/%2e%2e/%2e%2e/etc/passwd", "/raw/0/..%2F..%2Fetc%2Fpasswd",
+                    "/raw/0//etc/passwd"):
+        response = client.get(attempt)
+        assert response.status_code in (403, 404), attempt
+        assert "root:" not in response.text
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not serve")
+    link = explorer_root / "bad" / "link.txt"
+    if not link.exists():
+        link.symlink_to(secret)
+    escaped = client.get("/raw/0/bad/link.txt")
+    assert escaped.status_code == 403 and "do not serve" not in escaped.text
+
+
+def test_a_large_trace_is_never_sent_whole(tmp_path):
+    """60k kernels launched from one thread: every answer stays within lanes x levels x pixels."""
+    events = []
+    for i in range(60_000):
+        ts = i * 10
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1, "tid": 1, "ts": ts, "dur": 8},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 2, "dur": 3,
+             "args": {"correlation": i}},
+            {"ph": "X", "cat": "kernel", "name": f"kernel{i % 5}", "pid": 0, "tid": 7, "ts": ts + 6, "dur": 4,
+             "args": {"correlation": i}},
+        ]
+    (tmp_path / "big.pt.trace.json").write_bytes(orjson.dumps({"traceEvents": events}))
+    with TestClient(create_app([tmp_path])) as client:
+        entry = client.get("/api/entries").json()["entries"][0]["id"]
+        layout = client.get(f"/api/entries/{entry}/timeline", params={"px": 300}).json()
+        first = layout["initial_lod"]
+        sent = sum(len(lane.get("ts", [])) for lane in first["lanes"].values())
+        levels = sum(lane["depth"] for lane in layout["lanes"] if lane["kind"] == "slices")
+        assert sent <= levels * 301 < len(events) / 10
+        runtime = next(lane["id"] for lane in layout["lanes"] if lane["runtime_only"])
+        assert len(first["lanes"][runtime]["ts"]) <= 300
+        assert sum(first["lanes"][runtime]["merged"]) == 60_000  # every call is represented
