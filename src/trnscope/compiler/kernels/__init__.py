@@ -1,3 +1,5 @@
 """The kernel library: importing it registers every lowering."""
 
-from . import elementwise, norm, reduce, softmax  # noqa: F401
+from . import (  # noqa: F401
+    activation, attention, elementwise, indexreduce, layernorm, matmul, movement, norm, reduce, softmax,
+)

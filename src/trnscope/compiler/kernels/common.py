@@ -18,7 +18,7 @@ import itertools
 from dataclasses import dataclass
 from math import prod
 
-from ...isa import AP, Alu, DType, Memset, hbm
+from ...isa import AP, DType, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
@@ -126,18 +126,6 @@ def store(kb: KernelBuilder, queue: int, tile: AP, tensor: int, dtype: DType, of
     kb.dma(queue, tile, hbm(tensor, rows, pstride, dims, dtype, offset=offset))
 
 
-def const_column(kb: KernelBuilder, rows: int, value: float, dtype: DType = F32) -> AP:
-    """A [rows, 1] tile holding ``value`` (Memset); read it with a zero free stride to broadcast."""
-    t = kb.tile(rows, (1,), dtype)
-    kb.emit(Memset(out=t, value=float(value)))
-    return t
-
-
-def bcast(col: AP, cols: int) -> AP:
-    """A [rows, 1] tile read ``cols`` times along the free axis (zero stride)."""
-    return col.view(0, [(0, cols)])
-
-
 def attr(ctx: LoweringContext, name: str, default=None):
     v = ctx.call.attr(name)
     return default if v is None else v
@@ -148,15 +136,36 @@ def queues(kb: KernelBuilder, n: int = 2) -> tuple[list[int], int]:
     return [kb.queue(f"qSyncIO{i}", "input") for i in range(n)], kb.queue("qSyncIO2", "output")
 
 
-def tile_free_dims(tile: AP) -> list[tuple[int, int]]:
-    return list(tile.dims)
-
-
-NEG_INF = float("-inf")
-POS_INF = float("inf")
 FLT_MAX = 3.4028234663852886e38
 
-ALU_MAX_MIN = {True: Alu.MAX, False: Alu.MIN}
+
+# --- per-iteration scratch tiles ---------------------------------------------------------------------
+
+_SCRATCH: list[list[AP]] = []   # one list per streaming loop in progress (emit_map, emit_rows)
+
+
+def scratch(kb: KernelBuilder, rows: int, cols: int, dtype: DType = F32) -> AP:
+    """A temporary tile for one iteration of a streaming loop, released one iteration later.
+
+    Released at once, the next tile's temporaries would reuse its bytes and wait (WAR) for this
+    tile's last reader: engines would take turns instead of working on consecutive tiles at once.
+    Outside a streaming loop the caller releases it.
+    """
+    t = kb.tile(rows, (cols,), dtype)
+    if _SCRATCH:
+        _SCRATCH[-1].append(t)
+    return t
+
+
+class ScratchScope:
+    """Collects the scratch tiles made while one loop iteration's compute runs."""
+
+    def __enter__(self) -> list[AP]:
+        _SCRATCH.append([])
+        return _SCRATCH[-1]
+
+    def __exit__(self, *exc) -> None:
+        _SCRATCH.pop()
 
 
 # --- row kernels ------------------------------------------------------------------------------------
@@ -173,9 +182,6 @@ class Operand:
     strides: tuple[int, ...]
     full: bool = True
     dtype: DType | None = None  # tile dtype (defaults to the tensor's)
-
-
-RowCompute = "Callable[[KernelBuilder, list[AP], list[AP], RowTile], None]"
 
 
 def emit_rows(ctx: LoweringContext, shape: tuple[int, ...], free: list[int], ins: list[Operand],
@@ -200,13 +206,14 @@ def emit_rows(ctx: LoweringContext, shape: tuple[int, ...], free: list[int], ins
             load(kb, qin[k % len(qin)], o.tensor, o.meta.dtype, t.offsets[k], t.pstrides[k], t.rows, dims, tile)
             in_tiles.append(tile)
         out_tiles = [kb.tile(t.rows, (cols if o.full else 1,), o.dtype or o.meta.dtype) for o in outs]
-        compute(kb, in_tiles, out_tiles, t)
+        with ScratchScope() as made:
+            compute(kb, in_tiles, out_tiles, t)
         for j, (o, tile) in enumerate(zip(outs, out_tiles)):
             k = len(ins) + j
             dims = plan.dims(k) if o.full else [(1, 1)]
             store(kb, qout, tile, o.tensor, o.meta.dtype, t.offsets[k], t.pstrides[k], t.rows, dims)
         kb.release(*held)
-        held = in_tiles + out_tiles
+        held = in_tiles + out_tiles + made
     kb.release(*held)
     return plan
 
@@ -226,3 +233,22 @@ def reduced_strides(meta: TensorMeta, shape: tuple[int, ...], reduced: list[int]
             size, st = next(it)
             out.append(st if size != 1 else 0)
     return tuple(out)
+
+
+def free_pieces(plan: RowPlan, max_cols: int) -> list[tuple[int, list[tuple[int, int]], list[int]]]:
+    """Cover a row plan's free space in pieces of at most ``max_cols`` elements.
+
+    Each piece is (elements, per-operand [(stride, size)] HBM free dims, per-operand element offset
+    within the row): the outer free dims are walked one index at a time, the innermost is chunked.
+    """
+    if not plan.free_shape:
+        return [(1, [[(1, 1)] for _ in plan.free_strides], [0] * len(plan.free_strides))]
+    shape = plan.free_shape
+    pieces = []
+    for idx in itertools.product(*(range(s) for s in shape[:-1])):
+        base = [sum(i * st for i, st in zip(idx, fs[:-1])) for fs in plan.free_strides]
+        for c0 in range(0, shape[-1], max_cols):
+            w = min(max_cols, shape[-1] - c0)
+            pieces.append((w, [[(fs[-1], w)] for fs in plan.free_strides],
+                           [b + c0 * fs[-1] for b, fs in zip(base, plan.free_strides)]))
+    return pieces

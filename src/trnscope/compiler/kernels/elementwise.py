@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor, hbm
+from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
 from ..tiling import plan_tiles
+from .common import ScratchScope, load, scratch, store
 
 MAX_COLS = 2048
 Compute = Callable[[KernelBuilder, list, AP], None]
@@ -48,22 +49,22 @@ def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_in
             tile = invariant.get(key)
             if tile is None:
                 tile = kb.tile(t.rows, (cols,), meta.dtype)
-                src = hbm(hbm_idx, t.rows, opt.pstride, [(opt.cstride if cols > 1 else 1, cols)], meta.dtype,
-                          offset=meta.offset + opt.offset)
-                kb.dma(queues[k % len(queues)], src, tile)
+                # a transposed operand (rows contiguous, columns strided) comes in by DMA transpose
+                load(kb, queues[k % len(queues)], hbm_idx, meta.dtype, meta.offset + opt.offset, opt.pstride,
+                     t.rows, [(opt.cstride if cols > 1 else 1, cols)], tile)
                 if _is_invariant(t, opt, tiles):
                     invariant[key] = tile
                 else:
                     fresh.append(tile)
             ins.append(tile.view(0, [(0, t.cols)]) if col_bcast else tile)
         out_tile = kb.tile(t.rows, (t.cols,), out_meta.dtype)
-        compute(kb, ins, out_tile)
-        dst = hbm(ctx.outputs[out_index], t.rows, t.operands[0].pstride, [(t.operands[0].cstride, t.cols)],
-                  out_meta.dtype, offset=out_meta.offset + t.operands[0].offset)
-        kb.dma(q_out, out_tile, dst)
+        with ScratchScope() as made:
+            compute(kb, ins, out_tile)
+        store(kb, q_out, out_tile, ctx.outputs[out_index], out_meta.dtype, out_meta.offset + t.operands[0].offset,
+              t.operands[0].pstride, t.rows, [(t.operands[0].cstride, t.cols)])
         # free the previous iteration's tiles now: the next iteration gets other bytes (double buffering)
         kb.release(*held)
-        held = fresh + [out_tile]
+        held = fresh + [out_tile] + made
     kb.release(*held, *invariant.values())
 
 
@@ -83,7 +84,9 @@ def scalar_arg(ctx: LoweringContext, index: int, name: str, default=None):
 
 
 def temp(kb: KernelBuilder, like: AP, dtype=DType.float32) -> AP:
-    return kb.tile(like.partitions, (like.free_size,), dtype)
+    """A temporary shaped like ``like``: inside emit_map's compute it is released one tile later
+    (see common.scratch), so callers need not (and should not) release it."""
+    return scratch(kb, like.partitions, like.free_size, dtype)
 
 
 # --- unary ------------------------------------------------------------------------------------------
@@ -100,6 +103,9 @@ UNARY_ACT = {
 }
 
 
+_NO_INPLACE = {"isnan", "isinf", "isfinite"}  # ATen has no in-place form of these
+
+
 def _unary(func: Act):
     def lower_unary(ctx: LoweringContext) -> None:
         emit_map(ctx, [0], lambda kb, t, out: kb.emit(Activation(func=func, inp=t[0], out=out)))
@@ -107,7 +113,8 @@ def _unary(func: Act):
 
 
 for _name, _func in UNARY_ACT.items():
-    lowering(f"aten::{_name}", f"aten::{_name}_", f"aten::{_name}.out")(_unary(_func))
+    # out= variants reach the registry under their functional name (opcall.functional_name)
+    lowering(f"aten::{_name}", *(() if _name in _NO_INPLACE else (f"aten::{_name}_",)))(_unary(_func))
 
 
 @lowering("aten::gelu", "aten::gelu_")
@@ -135,7 +142,10 @@ BINARY_ALU = {
     "minimum": Alu.MIN, "pow": Alu.POW, "eq": Alu.IS_EQUAL, "ne": Alu.NOT_EQUAL, "gt": Alu.IS_GT,
     "ge": Alu.IS_GE, "lt": Alu.IS_LT, "le": Alu.IS_LE, "logical_and": Alu.LOGICAL_AND,
     "logical_or": Alu.LOGICAL_OR, "logical_xor": Alu.LOGICAL_XOR, "bitwise_and": Alu.BITWISE_AND,
-    "bitwise_or": Alu.BITWISE_OR, "bitwise_xor": Alu.BITWISE_XOR, "atan2": Alu.ATAN2, "fmod": Alu.MOD,
+    "bitwise_or": Alu.BITWISE_OR, "bitwise_xor": Alu.BITWISE_XOR, "atan2": Alu.ATAN2,
+    # the ALU's mod is Python's (the sign of the divisor): torch.remainder. torch.fmod (the sign of the
+    # dividend) is not one ALU op: see _fmod below
+    "remainder": Alu.MOD,
 }
 
 
@@ -166,17 +176,56 @@ def _binary(alu: Alu):
                 kb.emit(TensorScalar(inp=b, out=scaled, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
                 b = scaled
                 kb.emit(TensorTensor(alu=alu, in0=a, in1=b, out=out))
-                kb.release(scaled)
                 return
             kb.emit(TensorTensor(alu=alu, in0=a, in1=b, out=out))
         emit_map(ctx, [0, 1], compute)
     return lower_binary
 
 
+# The ATen overloads each binary op arrives as: tensor-tensor and tensor-scalar forms and their
+# in-place variants. pow.Scalar (scalar base) and bitwise_*.Scalar_Tensor (scalar first, no tensor
+# slot for it) are other signatures and are not served here.
+_DEFAULT_ONLY = {"maximum": False, "minimum": False, "logical_and": True, "logical_or": True,
+                 "logical_xor": True, "atan2": True}  # name -> has an in-place variant
 for _name, _alu in BINARY_ALU.items():
-    # pow.Scalar is (scalar base, tensor exponent): not the "scalar other" form of the others
-    for _overload in (".Tensor", "") if _name == "pow" else (".Tensor", ".Scalar", ""):
-        lowering(f"aten::{_name}{_overload}", f"aten::{_name}_{_overload}")(_binary(_alu))
+    if _name == "pow":
+        _names = ("aten::pow.Tensor_Tensor", "aten::pow_.Tensor")
+    elif _name in _DEFAULT_ONLY:
+        _names = (f"aten::{_name}",) + ((f"aten::{_name}_",) if _DEFAULT_ONLY[_name] else ())
+    else:
+        _names = tuple(f"aten::{_name}{_ip}.{_ov}" for _ip in ("", "_") for _ov in ("Tensor", "Scalar"))
+    lowering(*_names)(_binary(_alu))
+
+
+@lowering("aten::fmod.Tensor", "aten::fmod.Scalar", "aten::fmod_.Tensor", "aten::fmod_.Scalar")
+def _fmod(ctx: LoweringContext) -> None:
+    """C fmod = Python mod - divisor, where the operands' signs differ and the remainder is not 0."""
+    out_dt = ctx.call.outputs[0].dtype
+    scalar = len(ctx.call.inputs) < 2 or ctx.call.inputs[1] is None
+
+    def compute(kb: KernelBuilder, t, out: AP) -> None:
+        a = t[0]
+        wdt = DType.float32 if out_dt.is_float else out_dt   # integers stay exact
+        r, fix, tmp = temp(kb, out, wdt), temp(kb, out, wdt), temp(kb, out, wdt)
+        if scalar:
+            b = float(scalar_arg(ctx, 1, "other"))
+            kb.emit(TensorScalar(inp=a, out=r, alu0=Alu.MOD, scalar0=b))
+            kb.emit(TensorScalar(inp=a, out=fix, alu0=Alu.IS_LT if b > 0 else Alu.IS_GT, scalar0=0))
+        else:
+            b = t[1]
+            kb.emit(TensorTensor(alu=Alu.MOD, in0=a, in1=b, out=r))
+            kb.emit(TensorScalar(inp=a, out=fix, alu0=Alu.IS_LT, scalar0=0))
+            kb.emit(TensorScalar(inp=b, out=tmp, alu0=Alu.IS_LT, scalar0=0))
+            kb.emit(TensorTensor(alu=Alu.LOGICAL_XOR, in0=fix, in1=tmp, out=fix))   # signs differ
+        kb.emit(TensorScalar(inp=r, out=tmp, alu0=Alu.NOT_EQUAL, scalar0=0))
+        kb.emit(TensorTensor(alu=Alu.LOGICAL_AND, in0=fix, in1=tmp, out=fix))
+        if scalar:
+            kb.emit(TensorScalar(inp=fix, out=fix, alu0=Alu.MULTIPLY, scalar0=b))
+        else:
+            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=fix, in1=b, out=fix))
+        kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=r, in1=fix, out=out))
+
+    emit_map(ctx, [0] if scalar else [0, 1], compute)
 
 
 @lowering("aten::where.self")
@@ -184,7 +233,4 @@ def _where(ctx: LoweringContext) -> None:
     emit_map(ctx, [0, 1, 2], lambda kb, t, out: kb.emit(Select(pred=t[0], on_true=t[1], on_false=t[2], out=out)))
 
 
-@lowering("aten::copy_", "aten::_copy_from", "aten::_to_copy", "aten::clone", "aten::contiguous")
-def _copy(ctx: LoweringContext) -> None:
-    src = 1 if ctx.call.name == "aten::copy_" else 0  # copy_(self=dst, src); _copy_from(self=src, dst)
-    emit_map(ctx, [src], lambda kb, t, out: kb.emit(Activation(func=Act.COPY, inp=t[0], out=out)))
+# copies (copy_, _copy_from, _to_copy, clone, ...) are DMA work: movement.py

@@ -58,8 +58,16 @@ def _rms_norm(ctx: LoweringContext) -> None:
         if w_tile is not None:
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=scaled, in1=w_tile.rows(0, n), out=yt))
         kb.dma(q_out, yt, hbm(ctx.outputs[0], n, h, [(1, h)], out.dtype, offset=out.offset + r0 * h))
+        extra = []
+        if len(ctx.call.outputs) > 1:  # _fused_rms_norm also returns rstd [rows, 1]
+            rm = ctx.call.outputs[1]
+            rt = kb.tile(n, (1,), rm.dtype)
+            kb.copy(ms, rt)
+            kb.dma(q_out, rt, hbm(ctx.outputs[1], n, rm.stride[-2] if rm.ndim > 1 else 1, [(1, 1)], rm.dtype,
+                                  offset=rm.offset + r0 * (rm.stride[-2] if rm.ndim > 1 else 1)))
+            extra.append(rt)
         kb.release(*held)
-        held = [xt, sq, ms, yt]
+        held = [xt, sq, ms, yt, *extra]
     kb.release(*held)
     if w_tile is not None:
         kb.release(w_tile)

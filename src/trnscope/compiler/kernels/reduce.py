@@ -134,8 +134,10 @@ def _reduce(name: str):
     return lower_reduce
 
 
-for _name in ("sum", "mean", "amax", "amin"):
-    lowering(f"aten::{_name}", f"aten::{_name}.dim_IntList", f"aten::{_name}.dim", f"aten::{_name}.default")(
-        _reduce(_name))
+# the ATen overloads that arrive (out= variants map to these): sum, sum.dim_IntList, mean, mean.dim,
+# amax, amin (their dim argument has a default, so there is one overload)
+for _name, _names in (("sum", ("aten::sum", "aten::sum.dim_IntList")), ("mean", ("aten::mean", "aten::mean.dim")),
+                      ("amax", ("aten::amax",)), ("amin", ("aten::amin",))):
+    lowering(*_names)(_reduce(_name))
 lowering("aten::max")(_reduce("max"))
 lowering("aten::min")(_reduce("min"))

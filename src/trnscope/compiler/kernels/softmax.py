@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...isa import Act, Activation, Alu, TensorReduce, TensorScalar, TensorTensor
 from ..lowering import LoweringContext, lowering
 from .common import (
-    F32, FLT_MAX, Operand, attr, emit_rows, full_strides, load, queues, row_plan, store,
+    F32, FLT_MAX, Operand, attr, emit_rows, full_strides, load, queues, row_plan, scratch, store,
 )
 
 # a row tile whose working set (input, fp32 intermediate, output) stays under this per partition is
@@ -46,31 +46,34 @@ def _softmax(ctx: LoweringContext, log: bool, safe: bool = False) -> None:
     outs = [Operand(ctx.outputs[0], out, full_strides(out, shape))]
 
     def compute(kb, t_in, t_out, tile):
+        # temporaries are scratch tiles: released one tile later, so consecutive tiles overlap
         xt, ot = t_in[0], t_out[0]
         rows = tile.rows
-        nmax = kb.tile(rows, (1,), F32)
-        total = kb.tile(rows, (1,), F32)
+        nmax = scratch(kb, rows, 1)
+        total = scratch(kb, rows, 1)
         kb.emit(TensorReduce(alu=Alu.MAX, inp=xt, out=nmax, negate=True))
         if safe:
             # a row of -inf: max -> -inf; clamp so exp gives 0 (not NaN) and the row ends as zeros
             kb.emit(TensorScalar(inp=nmax, out=nmax, alu0=Alu.MIN, scalar0=FLT_MAX))
         if log:
-            junk = kb.tile(rows, (cols,), out.dtype)
+            junk = scratch(kb, rows, cols, out.dtype)
             kb.emit(Activation(func=Act.EXP, inp=xt, out=junk, bias=nmax, accum_out=total))
-            lse = kb.tile(rows, (1,), F32)
+            lse = scratch(kb, rows, 1)
             kb.emit(Activation(func=Act.LOG, inp=total, out=lse))
             # (x - max) - log(sum), in PyTorch's order
             kb.emit(TensorScalar(inp=xt, out=ot, alu0=Alu.ADD, scalar0=nmax, alu1=Alu.SUBTRACT, scalar1=lse))
-            kb.release(junk, lse)
         else:
-            e = ot if out.dtype == F32 else kb.tile(rows, (cols,), F32)
+            e = ot if out.dtype == F32 else scratch(kb, rows, cols)
             kb.emit(Activation(func=Act.EXP, inp=xt, out=e, bias=nmax, accum_out=total))
             if safe:
                 kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.MAX, scalar0=1.1754943508222875e-38))
-            kb.emit(TensorScalar(inp=e, out=ot, alu0=Alu.DIVIDE, scalar0=total))
-            if e is not ot:
-                kb.release(e)
-        kb.release(nmax, total)
+            if tile.row0 // 128 % 3 == 2:
+                # every third tile normalises on ScalarE (x * 1/sum): VectorE's max and divide are the
+                # longer half of the work, this keeps both engines equally busy
+                kb.emit(Activation(func=Act.RECIPROCAL, inp=total, out=total))
+                kb.emit(Activation(func=Act.COPY, inp=e, out=ot, scale=total))
+            else:
+                kb.emit(TensorScalar(inp=e, out=ot, alu0=Alu.DIVIDE, scalar0=total))
 
     emit_rows(ctx, shape, [dim], ins, outs, compute)
 
@@ -157,12 +160,12 @@ def _scalar_softmax(ctx: LoweringContext, log: bool) -> None:
     kb.release(xt, ot)
 
 
-@lowering("aten::_softmax", "aten::_softmax.out", "aten::softmax.int")
+@lowering("aten::_softmax", "aten::softmax.int")
 def _lower_softmax(ctx: LoweringContext) -> None:
     _softmax(ctx, log=False)
 
 
-@lowering("aten::_log_softmax", "aten::_log_softmax.out", "aten::log_softmax.int")
+@lowering("aten::_log_softmax", "aten::log_softmax.int")
 def _lower_log_softmax(ctx: LoweringContext) -> None:
     _softmax(ctx, log=True)
 
@@ -188,8 +191,8 @@ def _softmax_backward(ctx: LoweringContext, log: bool) -> None:
         gt, yt = t_in
         ot = t_out[0]
         rows = tile.rows
-        s = kb.tile(rows, (1,), F32)
-        tmp = kb.tile(rows, (cols,), F32)
+        s = scratch(kb, rows, 1)
+        tmp = scratch(kb, rows, cols)
         if log:
             # grad - exp(y) * sum(grad)
             kb.emit(TensorReduce(alu=Alu.ADD, inp=gt, out=s, negate=True))
@@ -203,16 +206,15 @@ def _softmax_backward(ctx: LoweringContext, log: bool) -> None:
             kb.emit(TensorScalar(inp=s, out=s, alu0=Alu.MULTIPLY, scalar0=-1.0))
             kb.emit(Activation(func=Act.COPY, inp=gt, out=tmp, bias=s))
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=yt, out=ot))
-        kb.release(s, tmp)
 
     emit_rows(ctx, shape, [dim], ins, outs, compute)
 
 
-@lowering("aten::_softmax_backward_data", "aten::_softmax_backward_data.out")
+@lowering("aten::_softmax_backward_data")
 def _lower_softmax_backward(ctx: LoweringContext) -> None:
     _softmax_backward(ctx, log=False)
 
 
-@lowering("aten::_log_softmax_backward_data", "aten::_log_softmax_backward_data.out")
+@lowering("aten::_log_softmax_backward_data")
 def _lower_log_softmax_backward(ctx: LoweringContext) -> None:
     _softmax_backward(ctx, log=True)

@@ -1,0 +1,297 @@
+"""Activation backward passes, clamps, masked fills and the optimizer element-wise ops.
+
+All of them stream through :func:`elementwise.emit_map` (operands broadcast by strides, tiles
+double-buffered). The work is split the way a kernel writer splits it: ScalarE evaluates the
+transcendental functions and every affine ``a * x + b`` of one tensor (free scale and bias in one
+activation), VectorE does the tensor-tensor products and comparisons; intermediates are FP32 SBUF
+tiles so a BF16 result is rounded once, as PyTorch's CPU kernels round it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...isa import AP, Act, Activation, Alu, Memset, Select, TensorScalar, TensorTensor
+from ..builder import KernelBuilder
+from ..lowering import LoweringContext, lowering
+from .common import attr
+from .elementwise import emit_map, temp
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_LN_INV_SQRT_2PI = math.log(1.0 / math.sqrt(2.0 * math.pi))
+_K_BETA = math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5  # sqrt(2 / pi), as ATen spells it
+_K_KAPPA = 0.044715
+
+
+def _act(kb: KernelBuilder, func: Act, inp: AP, out: AP, scale=1.0, bias=0.0) -> None:
+    kb.emit(Activation(func=func, inp=inp, out=out, scale=scale, bias=bias))
+
+
+def _tt(kb: KernelBuilder, alu: Alu, a: AP, b: AP, out: AP) -> None:
+    kb.emit(TensorTensor(alu=alu, in0=a, in1=b, out=out))
+
+
+class _Const:
+    """[rows, 1] constant tiles made once per kernel (Memset) and read with a zero free stride."""
+
+    def __init__(self, kb: KernelBuilder, value: float, dtype) -> None:
+        self.kb, self.value, self.dtype = kb, value, dtype
+        self.tile: AP | None = None
+
+    def __call__(self, like: AP) -> AP:
+        if self.tile is None:
+            self.tile = self.kb.tile(128, (1,), self.dtype)
+            self.kb.emit(Memset(out=self.tile, value=float(self.value)))
+        return self.tile.rows(0, like.partitions).view(0, [(0, like.free_size)])
+
+    def release(self) -> None:
+        if self.tile is not None:
+            self.kb.release(self.tile)
+
+
+# --- activation backward ------------------------------------------------------------------------------
+
+@lowering("aten::gelu_backward")
+def _gelu_backward(ctx: LoweringContext) -> None:
+    tanh = attr(ctx, "approximate", "none") == "tanh"
+
+    def exact(kb, t, out):
+        g, x = t
+        a, b = temp(kb, out), temp(kb, out)
+        _act(kb, Act.ERF, x, a, scale=_INV_SQRT2)
+        _act(kb, Act.COPY, a, a, scale=0.5, bias=0.5)                 # Phi(x)
+        _act(kb, Act.SQUARE, x, b, scale=_INV_SQRT2)                   # x^2 / 2
+        _act(kb, Act.EXP, b, b, scale=-1.0, bias=_LN_INV_SQRT_2PI)     # phi(x)
+        _tt(kb, Alu.MULTIPLY, x, b, b)
+        _tt(kb, Alu.ADD, a, b, a)                                      # Phi(x) + x phi(x)
+        _tt(kb, Alu.MULTIPLY, g, a, out)
+
+    def approx(kb, t, out):
+        # d/dx 0.5 x (1 + tanh(u)), u = kBeta (x + kKappa x^3), as ATen's GeluBackward computes it
+        g, x = t
+        a, b, c = temp(kb, out), temp(kb, out), temp(kb, out)
+        _act(kb, Act.SQUARE, x, a)                                                 # x^2
+        kb.emit(TensorScalar(inp=a, out=b, alu0=Alu.MULTIPLY, scalar0=_K_KAPPA, alu1=Alu.ADD, scalar1=1.0))
+        _tt(kb, Alu.MULTIPLY, x, b, b)                                             # x + kKappa x^3
+        _act(kb, Act.TANH, b, b, scale=_K_BETA)                                    # T
+        _act(kb, Act.COPY, a, a, scale=3.0 * _K_KAPPA * _K_BETA, bias=_K_BETA)     # du/dx
+        _act(kb, Act.SQUARE, b, c)
+        _act(kb, Act.COPY, c, c, scale=-1.0, bias=1.0)                             # 1 - T^2
+        _tt(kb, Alu.MULTIPLY, c, a, c)
+        _tt(kb, Alu.MULTIPLY, c, x, c)                                             # x (1 - T^2) du/dx
+        _tt(kb, Alu.ADD, c, b, c)
+        kb.emit(TensorScalar(inp=c, out=c, alu0=Alu.ADD, scalar0=1.0, alu1=Alu.MULTIPLY, scalar1=0.5))
+        _tt(kb, Alu.MULTIPLY, g, c, out)
+
+    emit_map(ctx, [0, 1], approx if tanh else exact)
+
+
+@lowering("aten::silu_backward")
+def _silu_backward(ctx: LoweringContext) -> None:
+    def compute(kb, t, out):
+        g, x = t
+        s, d = temp(kb, out), temp(kb, out)
+        _act(kb, Act.SIGMOID, x, s)
+        _act(kb, Act.COPY, s, d, scale=-1.0, bias=1.0)   # 1 - s
+        _tt(kb, Alu.MULTIPLY, x, d, d)                   # x (1 - s)
+        _act(kb, Act.COPY, d, d, bias=1.0)               # 1 + x (1 - s)
+        _tt(kb, Alu.MULTIPLY, s, d, d)
+        _tt(kb, Alu.MULTIPLY, g, d, out)
+
+    emit_map(ctx, [0, 1], compute)
+
+
+@lowering("aten::threshold_backward")
+def _threshold_backward(ctx: LoweringContext) -> None:
+    threshold = float(attr(ctx, "threshold", 0.0))
+    zero = _Const(ctx.kb, 0.0, ctx.call.outputs[0].dtype)
+
+    def compute(kb, t, out):
+        g, x = t
+        keep = temp(kb, out)
+        kb.emit(TensorScalar(inp=x, out=keep, alu0=Alu.IS_GT, scalar0=threshold))
+        kb.emit(Select(pred=keep, on_true=g, on_false=zero(out), out=out))
+
+    emit_map(ctx, [0, 1], compute)
+    zero.release()
+
+
+@lowering("aten::sigmoid_backward")
+def _sigmoid_backward(ctx: LoweringContext) -> None:
+    def compute(kb, t, out):
+        g, y = t
+        d = temp(kb, out)
+        _act(kb, Act.COPY, y, d, scale=-1.0, bias=1.0)   # 1 - y
+        _tt(kb, Alu.MULTIPLY, g, d, d)
+        _tt(kb, Alu.MULTIPLY, d, y, out)
+
+    emit_map(ctx, [0, 1], compute)
+
+
+@lowering("aten::tanh_backward")
+def _tanh_backward(ctx: LoweringContext) -> None:
+    def compute(kb, t, out):
+        g, y = t
+        d = temp(kb, out)
+        _act(kb, Act.SQUARE, y, d)
+        _act(kb, Act.COPY, d, d, scale=-1.0, bias=1.0)   # 1 - y^2
+        _tt(kb, Alu.MULTIPLY, g, d, out)
+
+    emit_map(ctx, [0, 1], compute)
+
+
+# --- clamp -----------------------------------------------------------------------------------------------
+
+def _clamp_scalar(ctx: LoweringContext, lo, hi) -> None:
+    ops = [(Alu.MAX, lo), (Alu.MIN, hi)]
+    ops = [(alu, v) for alu, v in ops if v is not None]
+    if not ops:
+        raise ValueError("clamp needs min or max")
+
+    def compute(kb, t, out):
+        (alu0, s0), (alu1, s1) = ops[0], ops[1] if len(ops) > 1 else (None, None)
+        kb.emit(TensorScalar(inp=t[0], out=out, alu0=alu0, scalar0=s0, alu1=alu1, scalar1=s1))
+
+    emit_map(ctx, [0], compute)
+
+
+def _clamp_tensor(ctx: LoweringContext, lo_idx: int | None, hi_idx: int | None) -> None:
+    operands = [0] + [i for i in (lo_idx, hi_idx) if i is not None]
+    alus = ([Alu.MAX] if lo_idx is not None else []) + ([Alu.MIN] if hi_idx is not None else [])
+
+    def compute(kb, t, out):
+        src = t[0]
+        for k, alu in enumerate(alus):
+            dst = out if k == len(alus) - 1 else temp(kb, out)
+            _tt(kb, alu, src, t[k + 1], dst)
+            src = dst
+
+    emit_map(ctx, operands, compute)
+
+
+def _slot(ctx: LoweringContext, i: int) -> int | None:
+    return i if len(ctx.call.inputs) > i and ctx.call.inputs[i] is not None else None
+
+
+@lowering("aten::clamp", "aten::clamp_", "aten::clamp.Tensor", "aten::clamp_.Tensor")
+def _clamp(ctx: LoweringContext) -> None:
+    lo_t, hi_t = _slot(ctx, 1), _slot(ctx, 2)
+    if lo_t is not None or hi_t is not None:
+        if ctx.call.attr("min") is not None or ctx.call.attr("max") is not None:
+            raise NotImplementedError("clamp with one Tensor bound and one Scalar bound")
+        _clamp_tensor(ctx, lo_t, hi_t)
+    else:
+        _clamp_scalar(ctx, ctx.call.attr("min"), ctx.call.attr("max"))
+
+
+@lowering("aten::clamp_min", "aten::clamp_min_", "aten::clamp_min.Tensor", "aten::clamp_min_.Tensor")
+def _clamp_min(ctx: LoweringContext) -> None:
+    if _slot(ctx, 1) is not None:
+        _clamp_tensor(ctx, 1, None)
+    else:
+        _clamp_scalar(ctx, ctx.call.attr("min"), None)
+
+
+@lowering("aten::clamp_max", "aten::clamp_max_", "aten::clamp_max.Tensor", "aten::clamp_max_.Tensor")
+def _clamp_max(ctx: LoweringContext) -> None:
+    if _slot(ctx, 1) is not None:
+        _clamp_tensor(ctx, None, 1)
+    else:
+        _clamp_scalar(ctx, None, ctx.call.attr("max"))
+
+
+@lowering("aten::hardtanh", "aten::hardtanh_")
+def _hardtanh(ctx: LoweringContext) -> None:
+    _clamp_scalar(ctx, float(attr(ctx, "min_val", -1.0)), float(attr(ctx, "max_val", 1.0)))
+
+
+# --- masked_fill / where with scalars -------------------------------------------------------------------
+
+@lowering("aten::masked_fill.Scalar", "aten::masked_fill_.Scalar", "aten::masked_fill.Tensor",
+          "aten::masked_fill_.Tensor")
+def _masked_fill(ctx: LoweringContext) -> None:
+    out_dt = ctx.call.outputs[0].dtype
+    if _slot(ctx, 2) is not None:
+        emit_map(ctx, [0, 1, 2], lambda kb, t, out: kb.emit(Select(pred=t[1], on_true=t[2], on_false=t[0], out=out)))
+        return
+    value = _Const(ctx.kb, attr(ctx, "value", 0.0), out_dt)
+    emit_map(ctx, [0, 1], lambda kb, t, out: kb.emit(Select(pred=t[1], on_true=value(out), on_false=t[0], out=out)))
+    value.release()
+
+
+@lowering("aten::where.ScalarOther", "aten::where.ScalarSelf", "aten::where.Scalar")
+def _where_scalar(ctx: LoweringContext) -> None:
+    # inputs hold the tensor arguments only: (condition, self) for ScalarOther, (condition, other)
+    # for ScalarSelf, (condition,) for Scalar; the scalars are attributes
+    out_dt = ctx.call.outputs[0].dtype
+    overload = ctx.call.name.split(".")[-1]
+    tensor_side = {"ScalarOther": 0, "ScalarSelf": 1}.get(overload)
+    consts = {side: _Const(ctx.kb, attr(ctx, name, 0.0), out_dt)
+              for side, name in ((0, "self"), (1, "other")) if side != tensor_side}
+    operands = [0] + ([1] if tensor_side is not None else [])
+
+    def compute(kb, t, out):
+        pick = [t[1] if side == tensor_side else consts[side](out) for side in (0, 1)]
+        kb.emit(Select(pred=t[0], on_true=pick[0], on_false=pick[1], out=out))
+
+    emit_map(ctx, operands, compute)
+    for c in consts.values():
+        c.release()
+
+
+# --- optimizer element-wise ops ------------------------------------------------------------------------
+
+def _scaled_combine(alu: Alu, value: float):
+    """self + value * (t1 <alu> t2): addcmul (multiply) and addcdiv (divide)."""
+    def compute(kb, t, out):
+        s, a, b = t
+        tmp = temp(kb, out)
+        _tt(kb, alu, a, b, tmp)
+        if value != 1.0:
+            _act(kb, Act.COPY, tmp, tmp, scale=value)
+        _tt(kb, Alu.ADD, s, tmp, out)
+    return compute
+
+
+@lowering("aten::addcmul", "aten::addcmul_")
+def _addcmul(ctx: LoweringContext) -> None:
+    emit_map(ctx, [0, 1, 2], _scaled_combine(Alu.MULTIPLY, float(attr(ctx, "value", 1.0))))
+
+
+@lowering("aten::addcdiv", "aten::addcdiv_")
+def _addcdiv(ctx: LoweringContext) -> None:
+    emit_map(ctx, [0, 1, 2], _scaled_combine(Alu.DIVIDE, float(attr(ctx, "value", 1.0))))
+
+
+@lowering("aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Tensor", "aten::lerp_.Tensor")
+def _lerp(ctx: LoweringContext) -> None:
+    # ATen: |w| < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w)
+    if _slot(ctx, 2) is not None:
+        def tensor_weight(kb, t, out):
+            s, e, w = t
+            diff, a, b = temp(kb, out), temp(kb, out), temp(kb, out)
+            _tt(kb, Alu.SUBTRACT, e, s, diff)
+            _tt(kb, Alu.MULTIPLY, w, diff, a)
+            _tt(kb, Alu.ADD, s, a, a)
+            _act(kb, Act.COPY, w, b, scale=-1.0, bias=1.0)
+            _tt(kb, Alu.MULTIPLY, diff, b, b)
+            _tt(kb, Alu.SUBTRACT, e, b, b)
+            _act(kb, Act.ABS, w, diff)
+            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.IS_LT, scalar0=0.5))
+            kb.emit(Select(pred=diff, on_true=a, on_false=b, out=out))
+        emit_map(ctx, [0, 1, 2], tensor_weight)
+        return
+    w = float(attr(ctx, "weight", 0.5))
+
+    def scalar_weight(kb, t, out):
+        s, e = t
+        diff = temp(kb, out)
+        _tt(kb, Alu.SUBTRACT, e, s, diff)
+        if abs(w) < 0.5:
+            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=w))
+            _tt(kb, Alu.ADD, s, diff, out)
+        else:
+            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=1.0 - w))
+            _tt(kb, Alu.SUBTRACT, e, diff, out)
+
+    emit_map(ctx, [0, 1], scalar_weight)

@@ -1,0 +1,354 @@
+"""LayerNorm forward and backward, and the moments behind them: var, std, var_mean, std_mean.
+
+Forward (NKI LayerNorm tutorial v2, hardware.md 3.3): per 128-row tile VectorE's bn_stats /
+bn_aggr give mean and variance in about N cycles, one tiny tensor_scalar turns the variance into
+rstd = (var + eps)^-1/2, ScalarE normalises the row in one activation (x * rstd + (-mean * rstd),
+both per-partition operands), and VectorE applies the weight and bias rows, which are loaded once
+and broadcast to every partition (in the output's 16-bit type for BF16/FP16, as NKI kernels do:
+VectorE's fast modes make that 4x cheaper than FP32). mean and rstd are stored per row as the
+op's extra outputs.
+
+Backward: grad_input = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = grad_out * weight,
+computed per row tile with the row sums add-reduced on ScalarE. grad_weight and grad_bias are sums
+over all rows, i.e. over partitions and tiles: TensorE computes them as matmuls against a ones
+column (the NKI idiom for a cross-partition sum), accumulating every row tile into one PSUM tile
+with the normalized dim on the partitions, stored once at the end with a DMA transpose.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from ...isa import (
+    AP, Act, Activation, Alu, BnAggr, BnStats, DType, LoadStationary, Memset, MultiplyMoving, TensorScalar,
+    TensorTensor, hbm,
+)
+from ..builder import KernelBuilder
+from ..lowering import LoweringContext, lowering
+from .common import F32, P, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, row_plan, store
+
+BN_MAX = 512
+
+
+def _bn_moments(kb: KernelBuilder, xt: AP, rows: int, cols: int) -> AP:
+    """[rows, 2] = (mean, population variance) of a [rows, cols] tile: bn_stats per 512, bn_aggr."""
+    nch = ceil_div(cols, BN_MAX)
+    st = kb.tile(rows, (3 * nch,), F32)
+    for j in range(nch):
+        c0 = j * BN_MAX
+        w = min(BN_MAX, cols - c0)
+        kb.emit(BnStats(inp=xt.view(c0, [(1, w)]), out=st.view(3 * j, [(1, 3)])))
+    mv = kb.tile(rows, (2,), F32)
+    kb.emit(BnAggr(inp=st, out=mv))
+    kb.release(st)
+    return mv
+
+
+def _broadcast_row(kb: KernelBuilder, q: int, tensor: int, meta, rows: int, h: int, dtype=F32) -> AP:
+    """A [normalized] weight/bias vector loaded once into every partition (pstride 0)."""
+    t = kb.tile(P, (h,), dtype)
+    dims = [(st, sz) for st, sz in zip(meta.stride, meta.shape) if sz > 1] or [(1, 1)]
+    kb.dma(q, hbm(tensor, rows, 0, dims, meta.dtype, offset=meta.offset), t.rows(0, rows))
+    return t
+
+
+def _normalized(ctx: LoweringContext, x) -> int:
+    shape = attr(ctx, "normalized_shape", (x.shape[-1],))
+    return len(tuple(shape))
+
+
+@lowering("aten::native_layer_norm")
+def _layer_norm(ctx: LoweringContext) -> None:
+    kb = ctx.kb
+    x, w, bmeta = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.inputs[2]
+    y, mean_o, rstd_o = ctx.call.outputs[:3]
+    eps = float(attr(ctx, "eps", 1e-5))
+    nd = _normalized(ctx, x)
+    shape = x.shape
+    free = list(range(x.ndim - nd, x.ndim))
+    h = prod(shape[d] for d in free) if free else 1
+    strides = [full_strides(x, shape), full_strides(y, shape), full_strides(mean_o, shape),
+               full_strides(rstd_o, shape)]
+    plan = row_plan(shape, free, strides, [x.offset, y.offset, mean_o.offset, rstd_o.offset])
+    qin, qout = queues(kb)
+    rows0 = min(P, plan.nrows)
+    # 16-bit outputs: the affine part runs on 16-bit tiles, where VectorE's tensor_tensor is 4x
+    # faster (fast path x NC-v3 2x mode); FP32 outputs keep FP32 intermediates
+    adt = y.dtype if y.dtype.is_half else F32
+    w_t = _broadcast_row(kb, qin[1], ctx.inputs[1], w, rows0, h, adt) if w is not None else None
+    b_t = _broadcast_row(kb, qin[1], ctx.inputs[2], bmeta, rows0, h, adt) if bmeta is not None else None
+    # per-partition bytes of one row tile's buffers; the affine temporary is double-buffered too
+    # when two tiles' worth fit SBUF next to the weight rows
+    io = h * (x.dtype.itemsize + y.dtype.itemsize)
+    fixed = h * adt.itemsize * ((w_t is not None) + (b_t is not None))
+    room = kb.spec.sbuf_bytes_per_partition - 16 * 1024 - fixed
+    if io + h * adt.itemsize >= room:
+        raise NotImplementedError(f"native_layer_norm: rows of {h} elements do not fit SBUF in one tile")
+    double_tmp = 2 * (io + h * adt.itemsize) < room
+    double_io = 2 * io + h * adt.itemsize < room
+    held: list[AP] = []
+    for t in plan.tiles:
+        n = t.rows
+        xt = kb.tile(n, (h,), x.dtype)
+        load(kb, qin[0], ctx.inputs[0], x.dtype, t.offsets[0], t.pstrides[0], n, plan.dims(0), xt)
+        mv = _bn_moments(kb, xt, n, h)
+        rstd = kb.tile(n, (1,), F32)
+        nmr = kb.tile(n, (1,), F32)
+        kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=rstd, alu0=Alu.ADD, scalar0=eps, alu1=Alu.POW,
+                             scalar1=-0.5))
+        kb.emit(TensorScalar(inp=mv.view(0, [(1, 1)]), out=nmr, alu0=Alu.MULTIPLY, scalar0=rstd,
+                             alu1=Alu.MULTIPLY, scalar1=-1.0))
+        yt = kb.tile(n, (h,), y.dtype)
+        if w_t is None and b_t is None:
+            kb.emit(Activation(func=Act.COPY, inp=xt, out=yt, scale=rstd, bias=nmr))
+            tmp = None
+        else:
+            tmp = kb.tile(n, (h,), adt)
+            kb.emit(Activation(func=Act.COPY, inp=xt, out=tmp, scale=rstd, bias=nmr))
+            if w_t is not None and b_t is not None:
+                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=w_t.rows(0, n), out=tmp))
+                kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=b_t.rows(0, n), out=yt))
+            elif w_t is not None:
+                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=w_t.rows(0, n), out=yt))
+            else:
+                kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=b_t.rows(0, n), out=yt))
+        store(kb, qout, yt, ctx.outputs[0], y.dtype, t.offsets[1], t.pstrides[1], n, plan.dims(1))
+        mo = kb.tile(n, (1,), mean_o.dtype)
+        ro = kb.tile(n, (1,), rstd_o.dtype)
+        kb.copy(mv.view(0, [(1, 1)]), mo)
+        kb.copy(rstd, ro)
+        store(kb, qout, mo, ctx.outputs[1], mean_o.dtype, t.offsets[2], t.pstrides[2], n, [(1, 1)])
+        store(kb, qout, ro, ctx.outputs[2], rstd_o.dtype, t.offsets[3], t.pstrides[3], n, [(1, 1)])
+        kb.release(*held)
+        held = [xt, mv, rstd, nmr, yt, mo, ro]
+        if not double_io:   # very wide rows: nothing double-buffered
+            kb.release(*held)
+            held = []
+        if tmp is not None:
+            if double_tmp:
+                held.append(tmp)
+            else:
+                kb.release(tmp)   # wide rows: only the loads and stores are double-buffered
+    kb.release(*held, *[t for t in (w_t, b_t) if t is not None])
+
+
+@lowering("aten::native_layer_norm_backward")
+def _layer_norm_backward(ctx: LoweringContext) -> None:
+    kb = ctx.kb
+    dy, x, mean, rstd_m, w = ctx.call.inputs[:5]
+    mask = tuple(attr(ctx, "output_mask", (True, True, True)))
+    outs = iter(range(len(ctx.call.outputs)))
+    slot = [next(outs) if m else None for m in mask]
+    nd = _normalized(ctx, x)
+    shape = x.shape
+    free = list(range(x.ndim - nd, x.ndim))
+    h = prod(shape[d] for d in free) if free else 1
+    gi_meta = ctx.call.outputs[slot[0]] if slot[0] is not None else None
+    metas = [dy, x, mean, rstd_m] + ([gi_meta] if gi_meta is not None else [])
+    plan = row_plan(shape, free, [full_strides(m, shape) for m in metas], [m.offset for m in metas])
+    qin, qout = queues(kb)
+    rows0 = min(P, plan.nrows)
+    w_t = _broadcast_row(kb, qin[1], ctx.inputs[4], w, rows0, h) if w is not None else None
+    want_w, want_b = slot[1] is not None, slot[2] is not None
+    nch = ceil_div(h, P)
+    ones = acc_w = acc_b = None
+    if want_w or want_b:
+        # ones columns for the cross-partition sums: FP32 for FP32 rows, BF16 (exact) for 16-bit dy
+        ones = {True: kb.tile(P, (1,), F32), False: kb.tile(P, (1,), DType.bfloat16)}
+        for o in ones.values():
+            kb.emit(Memset(out=o, value=1.0))
+        for k in (slot[1], slot[2]):
+            if k is not None and not ctx.call.outputs[k].is_contiguous():
+                raise NotImplementedError("native_layer_norm_backward writes contiguous grad_weight/grad_bias")
+        acc_w = kb.psum_tile(P, (nch,)) if want_w else None
+        acc_b = kb.psum_tile(P, (nch,)) if want_b else None
+    # per-partition bytes of one row tile: dy, x, the output and up to six FP32 temporaries
+    io = h * (dy.dtype.itemsize + x.dtype.itemsize)
+    temps = h * ((gi_meta.dtype.itemsize if gi_meta else 0) + 4 * 4)
+    room = kb.spec.sbuf_bytes_per_partition - 16 * 1024 - 4 * h
+    if io + temps >= room:
+        raise NotImplementedError(f"native_layer_norm_backward: rows of {h} elements do not fit SBUF in one tile")
+    double_all = 2 * (io + temps) < room
+    double_io = 2 * io + temps < room
+    held: list[AP] = []
+    for ti, t in enumerate(plan.tiles):
+        n = t.rows
+        dyt = kb.tile(n, (h,), dy.dtype)
+        xt = kb.tile(n, (h,), x.dtype)
+        mt = kb.tile(n, (1,), F32)
+        rt = kb.tile(n, (1,), F32)
+        load(kb, qin[0], ctx.inputs[0], dy.dtype, t.offsets[0], t.pstrides[0], n, plan.dims(0), dyt)
+        load(kb, qin[1], ctx.inputs[1], x.dtype, t.offsets[1], t.pstrides[1], n, plan.dims(1), xt)
+        kb.dma(qin[0], hbm(ctx.inputs[2], n, t.pstrides[2], [(1, 1)], mean.dtype, offset=t.offsets[2]), mt)
+        kb.dma(qin[1], hbm(ctx.inputs[3], n, t.pstrides[3], [(1, 1)], rstd_m.dtype, offset=t.offsets[3]), rt)
+        nmr = kb.tile(n, (1,), F32)
+        kb.emit(TensorScalar(inp=mt, out=nmr, alu0=Alu.MULTIPLY, scalar0=rt, alu1=Alu.MULTIPLY, scalar1=-1.0))
+        xhat = kb.tile(n, (h,), F32)
+        kb.emit(Activation(func=Act.COPY, inp=xt, out=xhat, scale=rt, bias=nmr))
+        g = dyt
+        if w_t is not None:
+            g = kb.tile(n, (h,), F32)
+            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=dyt, in1=w_t.rows(0, n), out=g))
+        tiles = [dyt, xt, mt, rt, nmr, xhat] + ([g] if g is not dyt else [])
+        pw = None
+        if want_w:
+            # grad_weight rows: dy * xhat (fp32), summed over rows on TensorE below
+            pw = kb.tile(n, (h,), F32)
+            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=dyt, in1=xhat, out=pw))
+            tiles.append(pw)
+        if gi_meta is not None:
+            s1 = kb.tile(n, (1,), F32)
+            s2 = kb.tile(n, (1,), F32)
+            # few row-sized temporaries: gx also takes the discarded output of the sum, rstd*g - ...
+            # overwrites g when g is a temporary, and the xhat term overwrites xhat
+            tv = g if g is not dyt else kb.tile(n, (h,), F32)
+            gx = kb.tile(n, (h,), F32)
+            kb.emit(Activation(func=Act.COPY, inp=g, out=gx, accum_out=s1))          # sum(g)
+            if pw is not None and g is dyt:
+                kb.emit(Activation(func=Act.COPY, inp=pw, out=gx, accum_out=s2))     # no weight: g * xhat = pw
+            else:
+                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=g, in1=xhat, out=gx))
+                kb.emit(Activation(func=Act.COPY, inp=gx, out=gx, accum_out=s2))     # sum(g * xhat)
+            kb.emit(TensorScalar(inp=s1, out=s1, alu0=Alu.MULTIPLY, scalar0=rt, alu1=Alu.MULTIPLY,
+                                 scalar1=-1.0 / h))
+            kb.emit(TensorScalar(inp=s2, out=s2, alu0=Alu.MULTIPLY, scalar0=rt, alu1=Alu.MULTIPLY,
+                                 scalar1=-1.0 / h))
+            kb.emit(Activation(func=Act.COPY, inp=g, out=tv, scale=rt, bias=s1))     # rstd*g - rstd*mean(g)
+            kb.emit(Activation(func=Act.COPY, inp=xhat, out=xhat, scale=s2))         # - rstd*xhat*mean(g*xhat)
+            git = kb.tile(n, (h,), gi_meta.dtype)
+            kb.emit(TensorTensor(alu=Alu.ADD, in0=tv, in1=xhat, out=git))
+            store(kb, qout, git, ctx.outputs[slot[0]], gi_meta.dtype, t.offsets[4], t.pstrides[4], n, plan.dims(4))
+            tiles += [s1, s2, gx, git] + ([tv] if tv is not g else [])
+        for j in range(nch):
+            hc = min(P, h - j * P)
+            for acc, src in ((acc_w, pw), (acc_b, dyt if want_b else None)):
+                if acc is None:
+                    continue
+                # column sums of this tile's rows: src[rows, hc].T @ ones[rows, 1] -> [hc, 1], FP32 in PSUM
+                kb.emit(LoadStationary(src=src.view(j * P, [(1, hc)])))
+                kb.emit(MultiplyMoving(moving=ones[src.dtype.itemsize == 4].rows(0, n),
+                                       dst=acc.view(j, [(1, 1)], partitions=hc), accumulate=ti > 0))
+        kb.release(*held)
+        if double_all:
+            held = tiles
+        elif double_io:
+            # wide rows: temporaries go back now, only the loaded rows are double-buffered
+            kb.release(*[t for t in tiles if t not in (dyt, xt, mt, rt)])
+            held = [dyt, xt, mt, rt]
+        else:
+            kb.release(*tiles)
+            held = []
+    kb.release(*held)
+    for acc, k in ((acc_w, slot[1]), (acc_b, slot[2])):
+        if acc is None:
+            continue
+        meta = ctx.call.outputs[k]
+        res = kb.tile(P, (nch,), meta.dtype)
+        full = h // P
+        if full:
+            kb.copy(acc.view(0, [(1, full)]), res.view(0, [(1, full)]))
+            kb.dma(qout, res.view(0, [(1, full)]), hbm(ctx.outputs[k], full, P, [(1, P)], meta.dtype,
+                                                       offset=meta.offset), transpose=True)
+        if h % P:
+            tail = h % P
+            kb.copy(acc.view(full, [(1, 1)], partitions=tail), res.view(full, [(1, 1)], partitions=tail))
+            kb.dma(qout, res.view(full, [(1, 1)], partitions=tail),
+                   hbm(ctx.outputs[k], 1, 0, [(1, tail)], meta.dtype, offset=meta.offset + full * P), transpose=True)
+        kb.release(res)
+    kb.release(*[t for t in (w_t, acc_w, acc_b) if t is not None], *(ones.values() if ones else ()))
+
+
+# --- var / std / var_mean / std_mean -----------------------------------------------------------------
+
+MOMENT_PIECE = 4096   # elements per partition loaded at a time
+MAX_TRIPLES = 256     # bn_stats triples kept before they are folded into one
+
+
+def _moment_dims(ctx: LoweringContext, ndim: int) -> list[int]:
+    dims = ctx.call.attr("dim")
+    if dims is None or dims == () or dims == []:
+        return list(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % max(ndim, 1) for d in dims})
+
+
+def _correction(ctx: LoweringContext) -> float:
+    if ctx.call.name.split(".")[-1] in ("correction", "correction_out") or ctx.call.attr("correction") is not None:
+        c = ctx.call.attr("correction")
+        return 1.0 if c is None else float(c)
+    unbiased = ctx.call.attr("unbiased")
+    return 1.0 if unbiased is None or unbiased else 0.0
+
+
+def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
+    """var/std (and the mean) over any dims: bn_stats per 512 elements, bn_aggr per row."""
+    kb = ctx.kb
+    x = ctx.call.inputs[0]
+    outs = ctx.call.outputs
+    shape = x.shape if x.ndim else (1,)
+    rdims = _moment_dims(ctx, x.ndim) if x.ndim else [0]
+    n = prod(shape[d] for d in rdims)
+    corr = _correction(ctx)
+    denom = n - corr
+    factor = n / denom if denom > 0 else float("inf")
+    xm = x if x.ndim else type(x)((1,), (1,), x.dtype, x.offset)
+    metas = [xm] + [o if o.ndim else type(o)((1,) * len(shape), (0,) * len(shape), o.dtype, o.offset) for o in outs]
+    strides = [full_strides(xm, shape)] + [reduced_strides(m, shape, rdims) for m in metas[1:]]
+    plan = row_plan(shape, rdims, strides, [m.offset for m in metas])
+    pieces = free_pieces(plan, MOMENT_PIECE)
+    qin, qout = queues(kb)
+    held: list[AP] = []
+    for t in plan.tiles:
+        rows = t.rows
+        npieces_bn = sum(ceil_div(w, BN_MAX) for w, _, _ in pieces)
+        slots = min(npieces_bn, MAX_TRIPLES) + 1
+        st = kb.tile(rows, (3 * slots,), F32)
+        used = 0
+        done = 0   # elements already folded into slot 0
+        for j, (w, dims, offs) in enumerate(pieces):
+            xt = kb.tile(rows, (w,), x.dtype)
+            load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0], rows, dims[0], xt)
+            for c0 in range(0, w, BN_MAX):
+                if used == slots:
+                    # fold the triples into one: (count, mean, var * count)
+                    mv = kb.tile(rows, (2,), F32)
+                    kb.emit(BnAggr(inp=st.view(0, [(1, 3 * used)]), out=mv))
+                    kb.emit(Memset(out=st.view(0, [(1, 1)]), value=float(done)))
+                    kb.copy(mv.view(0, [(1, 1)]), st.view(1, [(1, 1)]))
+                    kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=st.view(2, [(1, 1)]), alu0=Alu.MULTIPLY,
+                                         scalar0=float(done)))
+                    kb.release(mv)
+                    used = 1
+                cw = min(BN_MAX, w - c0)
+                kb.emit(BnStats(inp=xt.view(c0, [(1, cw)]), out=st.view(3 * used, [(1, 3)])))
+                used += 1
+                done += cw
+            kb.release(*held)
+            held = [xt]
+        mv = kb.tile(rows, (2,), F32)
+        kb.emit(BnAggr(inp=st.view(0, [(1, 3 * used)]), out=mv))
+        res = kb.tile(rows, (1,), outs[0].dtype)
+        if std:
+            kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=res, alu0=Alu.MULTIPLY, scalar0=factor, alu1=Alu.POW,
+                                 scalar1=0.5))
+        else:
+            kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=res, alu0=Alu.MULTIPLY, scalar0=factor))
+        store(kb, qout, res, ctx.outputs[0], outs[0].dtype, t.offsets[1], t.pstrides[1], rows, [(1, 1)])
+        extra = []
+        if with_mean:
+            mo = kb.tile(rows, (1,), outs[1].dtype)
+            kb.copy(mv.view(0, [(1, 1)]), mo)
+            store(kb, qout, mo, ctx.outputs[1], outs[1].dtype, t.offsets[2], t.pstrides[2], rows, [(1, 1)])
+            extra.append(mo)
+        kb.release(*held, st)
+        held = [mv, res, *extra]
+    kb.release(*held)
+
+
+for _ov in ("", ".dim", ".correction"):
+    lowering(f"aten::var{_ov}")(lambda ctx: _moments(ctx, std=False, with_mean=False))
+    lowering(f"aten::std{_ov}")(lambda ctx: _moments(ctx, std=True, with_mean=False))
+for _ov in ("", ".dim", ".correction"):
+    lowering(f"aten::var_mean{_ov}")(lambda ctx: _moments(ctx, std=False, with_mean=True))
+    lowering(f"aten::std_mean{_ov}")(lambda ctx: _moments(ctx, std=True, with_mean=True))

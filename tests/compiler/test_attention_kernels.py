@@ -1,0 +1,85 @@
+"""The fused scaled-dot-product-attention kernel against PyTorch's CPU attention."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from .helpers import DTYPES, aten, check, program_for, randn
+
+SDPA = aten.scaled_dot_product_attention.default
+FLASH_CPU = aten._scaled_dot_product_flash_attention_for_cpu.default
+
+
+def lse_tol(dtype):
+    # logsumexp is FP32 in both, but computed from BF16 scores that PyTorch rounds differently
+    return {} if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sdpa_plain_and_causal(dtype):
+    q = randn(2, 1, 200, 40, dtype=dtype, seed=1)
+    k = randn(2, 1, 600, 40, dtype=dtype, seed=2)
+    v = randn(2, 1, 600, 24, dtype=dtype, seed=3)
+    check(SDPA, q, k, v)                        # two key blocks: online softmax rescaling
+    check(SDPA, q, k, v, is_causal=True)        # L != S: top-left aligned causal mask
+    check(SDPA, q, k, v, scale=0.3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_attention_for_cpu_with_logsumexp(dtype):
+    q = randn(1, 2, 200, 40, dtype=dtype, seed=4)
+    k = randn(1, 2, 700, 40, dtype=dtype, seed=5)
+    check(FLASH_CPU, q, k, k, is_causal=True, **lse_tol(dtype))
+    check(FLASH_CPU, q, k, k, scale=0.3, **lse_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sdpa_masks(dtype):
+    q = randn(2, 2, 130, 32, dtype=dtype, seed=6)
+    k = randn(2, 2, 300, 32, dtype=dtype, seed=7)
+    keep = torch.rand(130, 300, generator=torch.Generator().manual_seed(8)) > 0.3
+    check(SDPA, q, k, k, keep)                                        # boolean, broadcast over batch/heads
+    check(SDPA, q, k, k, randn(2, 1, 130, 300, dtype=dtype, seed=9))  # additive float mask
+    check(SDPA, q, k, k, torch.zeros(1, 300, dtype=dtype))            # row-broadcast mask
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sdpa_layouts_head_dims_and_gqa(dtype):
+    x = randn(1, 300, 2, 160, dtype=dtype, seed=10).transpose(1, 2)   # [B, L, H, E] storage, E > 128
+    check(SDPA, x, x, x, is_causal=True)
+    q = randn(1, 4, 130, 32, dtype=dtype, seed=11)
+    kv = randn(1, 2, 130, 32, dtype=dtype, seed=12)
+    check(SDPA, q, kv, kv, enable_gqa=True)
+    check(SDPA, randn(3, 70, 16, dtype=dtype, seed=13), randn(3, 90, 16, dtype=dtype, seed=14),
+          randn(3, 90, 600, dtype=dtype, seed=15))                    # 3-d inputs, Ev > 512
+
+
+def test_long_causal_sequence_two_lanes():
+    x = randn(1, 1, 900, 16, seed=16)
+    check(SDPA, x, x, x, is_causal=True)
+
+
+def test_dropout_is_refused():
+    q = torch.empty(1, 1, 8, 8, device="meta")
+    with pytest.raises(NotImplementedError, match="dropout"):
+        program_for(SDPA, q, q, q, dropout_p=0.1)
+
+
+def test_overrideable_fused_attention_entry_point():
+    """aten::_scaled_dot_product_fused_attention_overrideable (what PyTorch calls on a PrivateUse1
+    backend that picks fused attention) has no CPU kernel: compare with the CPU flash kernel."""
+    from trnscope.compiler import OpCall
+    from trnscope.compiler.opcall import meta_of
+
+    from .helpers import run_call
+
+    q, k = randn(1, 2, 130, 16, seed=17), randn(1, 2, 200, 16, seed=18)
+    out, lse = FLASH_CPU(q, k, k, is_causal=True)
+    aux = torch.zeros(0, dtype=torch.int64)
+    call = OpCall.make("aten::_scaled_dot_product_fused_attention_overrideable",
+                       [meta_of(q), meta_of(k), meta_of(k), None], [meta_of(out), meta_of(lse), meta_of(aux)],
+                       {"dropout_p": 0.0, "is_causal": True, "return_debug_mask": False, "scale": None})
+    got_out, got_lse, _ = run_call(call, [q, k, k, None], [out, lse, aux])
+    torch.testing.assert_close(got_out, out, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)
