@@ -26,9 +26,11 @@ def commands() -> list[Command]:
     from .demo import DemoCommand
     from .inspect_cmd import InspectCommand
     from .run_cmd import RunCommand
+    from .analysis_cmds import DiffCommand, ExportCommand, SummaryCommand
     from .view_cmd import ViewCommand
 
-    return [RunCommand(), DemoCommand(), ViewCommand(), InspectCommand()]
+    return [RunCommand(), DemoCommand(), ViewCommand(), SummaryCommand(), DiffCommand(), ExportCommand(),
+            InspectCommand()]
 
 
 def main(argv: list[str] | None = None) -> int:
