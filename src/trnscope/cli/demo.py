@@ -146,17 +146,24 @@ class DemoCommand:
                     "device idle", "speed-up"):
             table.add_column(col, justify="left" if col in ("dtype", "variant", "shape") else "right",
                              no_wrap=True)
-        for rows, hidden in shapes:
-            for dtype in DTYPES:
-                dt = getattr(torch, dtype)
-                xs = torch.randn(rows, hidden).to(dt).to("neuron")
-                ws = torch.randn(hidden).to(dt).to("neuron")
-                results = {name: measure(fn, xs, ws) for name, fn in impls.items()}
-                base = results["naive"].device_ns
-                for name, m in results.items():
-                    table.add_row(f"{rows}x{hidden}", dtype, name, f"{m.dispatches:.0f}", _fmt_us(m.device_ns),
-                                  _fmt_us(m.host_ns), f"{m.hbm_bytes / 2**20:,.1f} MiB", _fmt_us(m.idle_ns),
-                                  f"{base / m.device_ns:.2f}x")
+        from rich.progress import Progress
+
+        measured = {}
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("measuring shapes x dtypes x variants", total=len(shapes) * len(DTYPES))
+            for rows, hidden in shapes:
+                for dtype in DTYPES:
+                    dt = getattr(torch, dtype)
+                    xs = torch.randn(rows, hidden).to(dt).to("neuron")
+                    ws = torch.randn(hidden).to(dt).to("neuron")
+                    measured[(rows, hidden, dtype)] = {name: measure(fn, xs, ws) for name, fn in impls.items()}
+                    progress.advance(task)
+        for (rows, hidden, dtype), results in measured.items():
+            base = results["naive"].device_ns
+            for name, m in results.items():
+                table.add_row(f"{rows}x{hidden}", dtype, name, f"{m.dispatches:.0f}", _fmt_us(m.device_ns),
+                              _fmt_us(m.host_ns), f"{m.hbm_bytes / 2**20:,.1f} MiB", _fmt_us(m.idle_ns),
+                              f"{base / m.device_ns:.2f}x")
         console.print(table)
         console.print("Device times come from trnscope's NeuronCore model (docs/cost-model.md): every kernel is a "
                       "real tiled Program, timed from published hardware facts.")
