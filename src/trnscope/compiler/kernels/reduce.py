@@ -67,14 +67,8 @@ def emit_reduce(ctx: LoweringContext, alu: Alu, mean: bool) -> None:
                     t = kb.tile(rows, (cols,), x.dtype)
                     kb.dma(q_in, hbm(ctx.inputs[0], rows, pstride_x, [(inner_stride, cols)], x.dtype,
                                      offset=rbase + c0 * inner_stride), t)
-                    if first:
-                        kb.emit(TensorReduce(alu=alu, inp=t, out=acc))
-                        first = False
-                    else:
-                        part = kb.tile(rows, (1,), "float32")
-                        kb.emit(TensorReduce(alu=alu, inp=t, out=part))
-                        kb.emit(TensorTensor(alu=alu, in0=acc, in1=part, out=acc))
-                        kb.release(part)
+                    _fold(kb, alu, t, acc, first)
+                    first = False
                     # release one load late so the next DMA fills other bytes (double buffering)
                     kb.release(*held)
                     held = [t]
@@ -88,6 +82,17 @@ def emit_reduce(ctx: LoweringContext, alu: Alu, mean: bool) -> None:
     kb.release(*held)
 
 
+def _fold(kb, alu: Alu, tile, acc, first: bool) -> None:
+    """Reduce ``tile`` along its free axis into the [rows, 1] accumulator (the first chunk initialises it)."""
+    if first:
+        kb.emit(TensorReduce(alu=alu, inp=tile, out=acc))
+        return
+    part = kb.tile(acc.partitions, (1,), "float32")
+    kb.emit(TensorReduce(alu=alu, inp=tile, out=part))
+    kb.emit(TensorTensor(alu=alu, in0=acc, in1=part, out=acc))
+    kb.release(part)
+
+
 def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int, q_in, q_out) -> None:
     kb = ctx.kb
     x, out = ctx.call.inputs[0], ctx.call.outputs[0]
@@ -99,14 +104,8 @@ def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int, q_in
         cols = min(MAX_COLS, per - c0)
         t = kb.tile(P, (cols,), x.dtype)
         kb.dma(q_in, hbm(ctx.inputs[0], P, per * stride, [(stride, cols)], x.dtype, offset=x.offset + c0 * stride), t)
-        if first:
-            kb.emit(TensorReduce(alu=alu, inp=t, out=acc))
-            first = False
-        else:
-            part = kb.tile(P, (1,), "float32")
-            kb.emit(TensorReduce(alu=alu, inp=t, out=part))
-            kb.emit(TensorTensor(alu=alu, in0=acc, in1=part, out=acc))
-            kb.release(part)
+        _fold(kb, alu, t, acc, first)
+        first = False
         kb.release(t)
     total = kb.tile(1, (1,), "float32")
     kb.emit(PartitionReduce(alu=alu, inp=acc, out=total))
