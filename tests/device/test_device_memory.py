@@ -33,6 +33,9 @@ def test_allocations_and_frees_are_counted():
     assert stats["allocation.all.allocated"] - stats0["allocation.all.allocated"] == 2
     assert stats["allocation.all.freed"] - stats0["allocation.all.freed"] == 2
     assert stats["allocated_bytes.all.allocated"] - stats0["allocated_bytes.all.allocated"] == 4200
+    # freed buffers stay cached for reuse (reserved >= allocated) until empty_cache() returns them
+    assert torch.neuron.memory_reserved() >= torch.neuron.memory_allocated()
+    torch.neuron.empty_cache()
     assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated()
 
 

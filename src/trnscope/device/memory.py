@@ -16,6 +16,7 @@ while the ``neuron`` tensor it came from is alive.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Sequence
@@ -52,14 +53,15 @@ class DeviceMemoryStats:
 class _Block:
     """One device allocation: the host bytes behind one neuron storage."""
 
-    __slots__ = ("ptr", "nbytes", "device", "host", "ref")
+    __slots__ = ("ptr", "nbytes", "device", "host", "ref", "holder")
 
-    def __init__(self, ptr, nbytes, device, host):
+    def __init__(self, ptr, nbytes, device, host, holder=None):
         self.ptr = ptr
         self.nbytes = nbytes
         self.device = device
         self.host = host  # non-owning, non-resizable CPU UntypedStorage over the same bytes
         self.ref = None  # weak reference whose death means the neuron storage died
+        self.holder = holder  # the CPU buffer behind it, returned to the cache when the storage dies
 
 
 _lock = threading.RLock()
@@ -75,7 +77,16 @@ def _device_stats(index: int) -> DeviceMemoryStats:
     return st
 
 
+# Freed buffers are cached by size and reused, like a device caching allocator: returning tens of
+# MiB to the OS (munmap) and faulting fresh pages in again costs the host milliseconds that are an
+# emulation artefact. What the cache holds counts as reserved memory; empty_cache() returns it.
+POOL_BYTES = int(os.environ.get("TRNSCOPE_HOST_CACHE_BYTES", str(4 << 30)))
+_pool: dict[tuple[int, int], list[torch.Tensor]] = {}
+_pooled: dict[int, int] = {}
+
+
 def _on_free(key: int) -> None:
+    dropped = []
     with _lock:
         blk = _blocks.pop(key, None)
         if blk is None:
@@ -85,6 +96,53 @@ def _on_free(key: int) -> None:
         st.freed_total += blk.nbytes
         st.num_frees += 1
         st.blocks -= 1
+        if blk.holder is not None:
+            size = blk.holder.numel()
+            _pool.setdefault((blk.device, size), []).append(blk.holder)
+            _pooled[blk.device] = _pooled.get(blk.device, 0) + size
+            if sum(_pooled.values()) > POOL_BYTES:
+                dropped = _drain()
+        blk.holder = None
+    _release(dropped)
+
+
+def _take_pooled(size: int, device: int) -> torch.Tensor | None:
+    with _lock:
+        free = _pool.get((device, size))
+        if not free:
+            return None
+        _pooled[device] -= size
+        return free.pop()
+
+
+def _drain(device: int | None = None) -> list[torch.Tensor]:
+    """Take every cached buffer (of ``device``) out of the cache (lock held by the caller)."""
+    out = []
+    for key in [k for k in _pool if device is None or k[0] == device]:
+        out.extend(_pool.pop(key))
+        _pooled[key[0]] = 0
+    return out
+
+
+def _release(buffers: list[torch.Tensor]) -> None:
+    """Give cached buffers back to the OS: emulator work, cut from the emulated clock."""
+    if not buffers:
+        return
+    from .. import runtime
+
+    with runtime.CLOCK.emulation():
+        buffers.clear()
+
+
+def empty_cache(device: int | None = None) -> None:
+    with _lock:
+        dropped = _drain(device)
+    _release(dropped)
+
+
+def cached_bytes(device: int = 0) -> int:
+    with _lock:
+        return _pooled.get(device, 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +224,7 @@ def _import(holder: torch.Tensor, nbytes: int, device: int) -> torch.UntypedStor
         if ptr in _blocks:  # pragma: no cover - would mean two storages over one buffer
             _unreserve(nbytes, device)
             raise RuntimeError(f"trnscope: host buffer {ptr:#x} is already a neuron storage")
-        blk = _Block(ptr, nbytes, device, torch._C._construct_storage_from_data_pointer(ptr, _CPU, nbytes))
+        blk = _Block(ptr, nbytes, device, torch._C._construct_storage_from_data_pointer(ptr, _CPU, nbytes), holder)
         _blocks[ptr] = blk
     try:
         tensor, blk.ref = _dlpack.import_host(holder, nbytes, device, lambda: _on_free(ptr))
@@ -195,7 +253,9 @@ def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
         _reserve(nbytes, device)
     try:
         # at least one byte, so that every live block has a distinct, non-null address
-        holder = torch.empty(max(nbytes, 1), dtype=torch.uint8)
+        holder = _take_pooled(max(nbytes, 1), device)
+        if holder is None:
+            holder = torch.empty(max(nbytes, 1), dtype=torch.uint8)
     except BaseException:
         with _lock:
             _unreserve(nbytes, device)

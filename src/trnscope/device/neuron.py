@@ -154,8 +154,9 @@ def max_memory_allocated(device=None) -> int:
 
 
 def memory_reserved(device=None) -> int:
-    """Bytes reserved from HBM; trnscope does not cache freed blocks, so this is the allocated."""
-    return memory.stats(_devices.index_of(device)).allocated
+    """Bytes reserved: allocated to live tensors plus freed buffers cached for reuse."""
+    index = _devices.index_of(device)
+    return memory.stats(index).allocated + memory.cached_bytes(index)
 
 
 def max_memory_reserved(device=None) -> int:
@@ -175,8 +176,8 @@ def reset_accumulated_memory_stats(device=None) -> None:
 
 
 def empty_cache() -> None:
-    """Nothing is cached: freed device memory returns at once."""
-    return None
+    """Return the freed buffers trnscope caches for reuse (like a caching allocator)."""
+    memory.empty_cache()
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
