@@ -1,55 +1,112 @@
-"""Simulator throughput on a tiled 4096x4096x4096 bf16 matmul (instructions per second).
+"""Simulator and interpreter throughput on a tiled 4096x4096x4096 bf16 matmul (instructions per second).
 
-Prints the event-driven core alone and the whole simulate() (encode + core + summary), each as a
-ratio against the 1 M instructions/s target and against a baseline measured in the same run: a
-plain Python loop that only visits each instruction once (the floor of any per-instruction pass).
+Every figure is the best of several runs of a freshly built-in-process Program with the timeline
+cache off (cold), in CPU seconds of this process (``time.process_time``: on a shared machine the
+wall clock mostly measures the neighbours) and, for reference, wall seconds. Each is printed as a
+ratio to the 1 M instructions/s target and to a baseline measured in the same run: a bare Python
+visit of every instruction (``[ins.op for ins in instructions]``), the floor of any per-instruction
+Python pass. The per-instruction reference paths (the specifications of the fast ones, see
+tests/sim/test_fast_encoding.py) are timed too, as the before picture.
+
+    python benchmarks/bench_sim.py [--quick]    # --quick: a 2048^3 matmul instead
 """
 
 from __future__ import annotations
 
+import gc
+import sys
 import time
+
+import numpy as np
 
 from trnscope import hw
 from trnscope.compiler.kernels.matmul import matmul_program
+from trnscope.isa import execution_order, validate
+from trnscope.isa.columns import program_columns
+from trnscope.isa.validate import _validate_reference
 from trnscope.sim.core import run_core
-from trnscope.sim.encode import encode
+from trnscope.sim.encode import encode, encode_reference
 from trnscope.sim.simulate import simulate
 
 TARGET = 1_000_000
 
 
-def best_of(fn, repeat=5):
-    best = float("inf")
+def best_of(fn, repeat=5) -> tuple[float, float]:
+    """(best CPU seconds, best wall seconds) over ``repeat`` runs."""
+    cpu = wall = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        c, w = time.process_time(), time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        cpu = min(cpu, time.process_time() - c)
+        wall = min(wall, time.perf_counter() - w)
+    return cpu, wall
 
 
-def main() -> None:
-    spec = hw.TRN2
-    t0 = time.perf_counter()
-    prog = matmul_program(4096, 4096, 4096, "bfloat16", spec=spec)
-    build = time.perf_counter() - t0
-    n = len(prog)
-    enc = encode(prog, spec)
-    args = (enc.n, enc.kind, enc.base_ns, enc.dep_ns, enc.wait_ptr, enc.wait_sem, enc.wait_val, enc.sig_ptr,
+def core_args(enc, spec):
+    return (enc.n, enc.kind, enc.base_ns, enc.dep_ns, enc.wait_ptr, enc.wait_sem, enc.wait_val, enc.sig_ptr,
             enc.sig_sem, enc.sig_val, enc.sig_set, enc.dma_desc, enc.dma_desc_ns, enc.dma_fixed_ns, enc.stream_ptr,
             enc.stream_instr, enc.n_streams, max(1, enc.n_sems), spec.dma_engines, spec.tensor_throttling,
             spec.throttle_idle_ns, spec.throttle_ramp_ns, spec.throttle_start_fraction)
-    run_core(*args)  # compile / load the numba cache outside the timing
-    core = best_of(lambda: run_core(*args))
-    whole = best_of(lambda: simulate(prog, spec, check=False, cache=False))
-    checked = best_of(lambda: simulate(prog, spec, check=True, cache=False), repeat=2)
-    visit = best_of(lambda: [ins.op for ins in prog.instructions])
-    tl = simulate(prog, spec)
-    print(f"program: {n} instructions (built in {build:.2f} s); simulated device time "
-          f"{tl.total_ns / 1e3:.1f} us, MFU {tl.summary['mfu_estimated_percent']:.1f}%")
-    for label, secs in (("event core", core), ("simulate()", whole), ("simulate(check=True)", checked)):
-        rate = n / secs
-        print(f"{label:22s} {secs * 1e3:8.2f} ms  {rate / 1e6:6.2f} M instr/s  "
-              f"{rate / TARGET:5.2f}x target  {secs / visit:6.1f}x a bare Python visit")
+
+
+def interpreter_rate(spec) -> tuple[int, float, float]:
+    """The interpreter on a matmul small enough to run with data (it computes every tile)."""
+    from trnscope import interp
+
+    prog = matmul_program(512, 512, 512, "bfloat16", spec=spec)
+    rng = np.random.default_rng(0)
+    feeds = {t.name: rng.standard_normal(t.shape).astype(t.dtype.np) for t in prog.tensors if t.kind == "input"}
+
+    def run():
+        interp.run(prog, feeds, spec=spec)
+
+    cpu, wall = best_of(run, repeat=3)
+    return len(prog), cpu, wall
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    size = 2048 if quick else 4096
+    spec = hw.TRN2
+    c0, w0 = time.process_time(), time.perf_counter()
+    prog = matmul_program(size, size, size, "bfloat16", spec=spec)
+    build_cpu, build_wall = time.process_time() - c0, time.perf_counter() - w0
+    n = len(prog)
+    simulate(prog, spec, cache=False)  # compile / load the numba caches outside the timing
+    enc = encode(prog, spec)
+    args = core_args(enc, spec)
+    cols = program_columns(prog)
+    tl = simulate(prog, spec, cache=False)
+    print(f"program: {size}^3 bf16 matmul, {n} instructions, {cols.n_shapes} shapes, {cols.n_forms} forms; "
+          f"simulated device time {tl.total_ns / 1e3:.1f} us, MFU {tl.summary['mfu_estimated_percent']:.1f}%")
+    print(f"built by KernelBuilder in {build_cpu:.2f} s CPU ({build_wall:.2f} s wall): "
+          f"{n / build_cpu / 1e3:.1f} k instr/s, paid once per Program before any simulate()")
+
+    with_gc = gc.isenabled()
+    visit = best_of(lambda: [ins.op for ins in prog.instructions], repeat=9)
+    rows = [
+        ("simulate() cold, checked", best_of(lambda: simulate(prog, spec, cache=False))),
+        ("simulate() cold, check=False", best_of(lambda: simulate(prog, spec, cache=False, check=False))),
+        ("  columns (one pass)", best_of(lambda: program_columns(prog))),
+        ("  validate(columns)", best_of(lambda: validate(prog, spec, columns=cols))),
+        ("  execution_order(columns)", best_of(lambda: execution_order(prog, columns=cols))),
+        ("  encode(columns)", best_of(lambda: encode(prog, spec, columns=cols))),
+        ("  event core", best_of(lambda: run_core(*args), repeat=9)),
+        ("validate() standalone", best_of(lambda: validate(prog, spec))),
+        ("reference validate", best_of(lambda: _validate_reference(prog, spec), repeat=1)),
+        ("reference encode", best_of(lambda: encode_reference(prog, spec), repeat=1)),
+    ]
+    assert gc.isenabled() == with_gc
+    print(f"{'':30s} {'CPU ms':>9s} {'M instr/s':>10s} {'x target':>9s} {'x visit':>8s} {'wall ms':>9s}")
+    for label, (cpu, wall) in rows:
+        rate = n / cpu
+        print(f"{label:30s} {cpu * 1e3:9.2f} {rate / 1e6:10.2f} {rate / TARGET:9.2f} {cpu / visit[0]:8.0f} "
+              f"{wall * 1e3:9.2f}")
+    print(f"{'bare Python visit':30s} {visit[0] * 1e3:9.2f} {n / visit[0] / 1e6:10.2f} "
+          f"{n / visit[0] / TARGET:9.2f} {1:8.0f} {visit[1] * 1e3:9.2f}")
+    n_i, cpu, wall = interpreter_rate(spec)
+    print(f"interpreter (512^3 bf16 matmul, {n_i} instructions, with data): {cpu * 1e3:.1f} ms CPU, "
+          f"{n_i / cpu / 1e3:.1f} k instr/s ({n_i / cpu / TARGET:.3f}x the simulator target)")
 
 
 if __name__ == "__main__":

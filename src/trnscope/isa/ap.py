@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import count
 from math import prod
 
 from .dtypes import DType
@@ -26,6 +27,26 @@ class Space(str, Enum):
 
 Dims = tuple[tuple[int, int], ...]
 
+# Content ids: every pattern gets an int ``_sid`` shared by all equal patterns made since the table
+# was last cleared, so per-instruction keys (simulator encoding, validation) hash and compare plain
+# ints instead of calling AP.__hash__/__eq__ in Python. Ids come from one counter and are never
+# reused, so two different patterns never share one; clearing the bounded table only means a later
+# equal pattern gets a fresh id (a memo miss, never a wrong hit). ``_fid`` does the same for the
+# pattern's form (space, dtype, partitions, dims) without its placement: what costs depend on.
+_SIDS: dict[tuple, int] = {}
+_FIDS: dict[tuple, int] = {}
+_ID_COUNTER = count()
+SID_TABLE_LIMIT = 1 << 17
+
+
+def _intern(table: dict, key: tuple) -> int:
+    sid = table.get(key)
+    if sid is None:
+        if len(table) >= SID_TABLE_LIMIT:
+            table.clear()
+        sid = table[key] = next(_ID_COUNTER)
+    return sid
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class AP:
@@ -39,18 +60,29 @@ class AP:
     pstride: int = 0
     _key: tuple = field(default=(), init=False, repr=False, compare=False)
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    _sid: int = field(default=-1, init=False, repr=False, compare=False)
+    _fid: int = field(default=-1, init=False, repr=False, compare=False)
 
     # Patterns are hashed and compared on hot paths (cost memo keys): both work on one cached tuple.
     def __post_init__(self) -> None:
         key = (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor, self.pstride)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
+        object.__setattr__(self, "_sid", _intern(_SIDS, key))
+        object.__setattr__(self, "_fid", _intern(_FIDS, key[:4]))
 
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, AP) and self._hash == other._hash and self._key == other._key)
+        return self is other or (isinstance(other, AP) and (self._sid == other._sid or (
+            self._hash == other._hash and self._key == other._key)))
+
+    def __reduce__(self):
+        # rebuild through the constructor: _hash (str hashes are per process) and _sid (a counter
+        # of this process) must never travel to another process or be copied verbatim
+        return (AP, (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor,
+                     self.pstride))
 
     # --- shape ------------------------------------------------------------------------------
     @property
@@ -157,7 +189,7 @@ class AP:
 
 
 def _replace(ap: AP, **kw) -> AP:
-    fields = {k: getattr(ap, k) for k in AP.__slots__ if k not in ("_hash", "_key")}
+    fields = {k: getattr(ap, k) for k in AP.__slots__ if k not in ("_hash", "_key", "_sid", "_fid")}
     fields.update(kw)
     return AP(**fields)
 

@@ -1,13 +1,14 @@
 """Flatten a Program into the arrays the event-driven core runs on.
 
-This is the only per-instruction Python pass of a simulation; the costs are functions of each
-instruction's access patterns, so they are memoised per distinct instruction shape.
+Costs are functions of an instruction's form (its fields other than its waits, with each access
+pattern's placement set aside: see ``isa.columns``), so they are computed once per form and broadcast
+to the instructions with NumPy; no Python code runs per instruction. ``encode_reference`` computes every instruction's row on its own, the
+straightforward way the tests hold the fast encoding to.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from operator import attrgetter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,9 +16,10 @@ from ..hw import HardwareSpec
 from ..isa import (
     Dma, DmaGather, DmaScatter, Engine, LoadStationary, MultiplyMoving, Program, SemaphoreSet, TensorTranspose,
 )
+from ..isa.columns import STREAM_ENGINES, Columns, program_columns
 from .cost import compute_cycles, dma_shape, flops, is_short, onchip_bytes
 
-ENGINE_STREAMS = ("tensor", "vector", "scalar", "gpsimd", "sync")
+ENGINE_STREAMS = tuple(e.value for e in STREAM_ENGINES)
 KIND_COMPUTE, KIND_LS, KIND_MM, KIND_DMA, KIND_PE = 0, 1, 2, 3, 4
 
 
@@ -57,48 +59,46 @@ class Encoded:
         return list(ENGINE_STREAMS) + [f"q{q}" for q in range(self.n_streams - len(ENGINE_STREAMS))]
 
 
-def encode(program: Program, spec: HardwareSpec) -> Encoded:
-    ins_list = program.instructions
-    n = len(ins_list)
-    nq = len(program.queues)
-    rows: list[tuple] = []
-    wait_ptr = [0] * (n + 1)
-    sig_ptr = [0] * (n + 1)
-    wsem: list[int] = []
-    wval: list[int] = []
-    ssem: list[int] = []
-    sval: list[int] = []
-    sset: list[bool] = []
-    memo: dict = {}
-    getters: dict = {}
-    for i, ins in enumerate(ins_list):
-        cls = type(ins)
-        getter = getters.get(cls)
-        if getter is None:
-            getter = getters[cls] = attrgetter(*[f.name for f in fields(cls) if f.name not in _NOT_COST])
-        key = (cls, getter(ins))
-        row = memo.get(key)
-        if row is None:
-            row = memo[key] = _row(ins, spec)
-        rows.append(row)
+def encode(program: Program, spec: HardwareSpec, *, columns: Columns | None = None) -> Encoded:
+    """``columns``: the Program's :func:`~trnscope.isa.columns.program_columns`, when the caller has them."""
+    cols = columns if columns is not None else program_columns(program)
+    table = np.array([_row(rep, spec) for rep in cols.form_reps], dtype=np.float64).reshape(-1, len(_COLUMNS))
+    return _assemble(program, table[cols.form], cols.wait_ptr, cols.wait_sem, cols.wait_val, cols.sig_ptr,
+                     cols.sig_sem, cols.sig_val, cols.sig_set)
+
+
+def encode_reference(program: Program, spec: HardwareSpec) -> Encoded:
+    """Every instruction encoded on its own, in one plain loop (the specification of :func:`encode`)."""
+    n = len(program.instructions)
+    rows, wait_ptr, sig_ptr = [], [0], [0]
+    wsem, wval, ssem, sval, sset = [], [], [], [], []
+    for ins in program.instructions:
+        rows.append(_row(ins, spec))
         for s, v in ins.waits:
             wsem.append(s)
             wval.append(v)
-        wait_ptr[i + 1] = len(wsem)
+        wait_ptr.append(len(wsem))
         for s, v in ins.signals:
             ssem.append(s)
             sval.append(v)
             sset.append(False)
-        if cls is SemaphoreSet:
+        if isinstance(ins, SemaphoreSet):
             ssem.append(ins.sem)
             sval.append(ins.value)
             sset.append(True)
-        sig_ptr[i + 1] = len(ssem)
-
+        sig_ptr.append(len(ssem))
     table = np.array(rows, dtype=np.float64).reshape(n, len(_COLUMNS))
+    return _assemble(program, table, np.asarray(wait_ptr, np.int64), np.asarray(wsem, np.int64),
+                     np.asarray(wval, np.int64), np.asarray(sig_ptr, np.int64), np.asarray(ssem, np.int64),
+                     np.asarray(sval, np.int64), np.asarray(sset, np.bool_))
+
+
+def _assemble(program: Program, table: np.ndarray, wait_ptr, wait_sem, wait_val, sig_ptr, sig_sem, sig_val,
+              sig_set) -> Encoded:
+    n = len(table)
     col = {name: np.ascontiguousarray(table[:, j]) for j, name in enumerate(_COLUMNS)}
     stream = col["stream"].astype(np.int32)
-    n_streams = len(ENGINE_STREAMS) + nq
+    n_streams = len(ENGINE_STREAMS) + len(program.queues)
     order = np.argsort(stream, kind="stable")
     counts = np.bincount(stream, minlength=n_streams) if n else np.zeros(n_streams, np.int64)
     stream_ptr = np.zeros(n_streams + 1, np.int64)
@@ -107,17 +107,14 @@ def encode(program: Program, spec: HardwareSpec) -> Encoded:
             ("hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")}
     return Encoded(
         n=n, stream=stream, kind=col["kind"].astype(np.int8), base_ns=col["base_ns"], dep_ns=col["dep_ns"],
-        wait_ptr=np.asarray(wait_ptr, np.int64), wait_sem=np.asarray(wsem, np.int64),
-        wait_val=np.asarray(wval, np.int64), sig_ptr=np.asarray(sig_ptr, np.int64),
-        sig_sem=np.asarray(ssem, np.int64), sig_val=np.asarray(sval, np.int64), sig_set=np.asarray(sset, np.bool_),
-        dma_desc=col["dma_desc"].astype(np.int64), dma_desc_ns=col["dma_desc_ns"],
+        wait_ptr=wait_ptr, wait_sem=wait_sem, wait_val=wait_val, sig_ptr=sig_ptr, sig_sem=sig_sem, sig_val=sig_val,
+        sig_set=sig_set, dma_desc=col["dma_desc"].astype(np.int64), dma_desc_ns=col["dma_desc_ns"],
         dma_fixed_ns=col["dma_fixed_ns"], stream_ptr=stream_ptr, stream_instr=order.astype(np.int64),
         n_streams=n_streams, n_sems=len(program.semaphores), flops_model=col["flops_model"],
         flops_hw=col["flops_hw"], **ints,
     )
 
 
-_NOT_COST = {"waits", "signals", "op"}
 _COLUMNS = ("stream", "kind", "base_ns", "dep_ns", "dma_desc", "dma_desc_ns", "dma_fixed_ns", "flops_model",
             "flops_hw", "hbm_read", "hbm_write", "sbuf_read", "sbuf_write", "psum_read", "psum_write")
 _STREAM_INDEX = {e: i for i, e in enumerate(ENGINE_STREAMS)}

@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 from ..hw import HardwareSpec, get_spec
 from ..isa import DeadlockError, Program, validate
+from ..isa.columns import gc_paused, program_columns
 from .core import run_core
 from .encode import ENGINE_STREAMS, encode
 from .timeline import DeviceTimeline, summarize
@@ -22,9 +23,11 @@ def simulate(program: Program, spec: HardwareSpec | None = None, *, check: bool 
     if key is not None and key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    if check:
-        validate(program, spec)
-    enc = encode(program, spec)
+    with gc_paused():
+        cols = program_columns(program)  # one pass over the instructions, shared by validation and encoding
+        if check:
+            validate(program, spec, columns=cols)
+        enc = encode(program, spec, columns=cols)
     start, end, data_start, wait_ns, heads, done = run_core(
         enc.n, enc.kind, enc.base_ns, enc.dep_ns, enc.wait_ptr, enc.wait_sem, enc.wait_val, enc.sig_ptr,
         enc.sig_sem, enc.sig_val, enc.sig_set, enc.dma_desc, enc.dma_desc_ns, enc.dma_fixed_ns, enc.stream_ptr,
