@@ -210,7 +210,8 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak, "base
 
 
 def measure(which: str, path: Path, python: str) -> dict:
-    # TRNSCOPE_NO_DEVICE: `import trnscope` would otherwise register the torch device first.
+    # `import trnscope.trace` does not import torch by itself; TRNSCOPE_NO_DEVICE makes sure that
+    # nothing in the worker registers the device either, so only the load is measured.
     environment = {**os.environ, "TRNSCOPE_NO_DEVICE": "1"}
     result = subprocess.run(
         [python, "-c", _WORKER, which, str(path), str(REPO / "src")],

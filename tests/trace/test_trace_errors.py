@@ -13,7 +13,7 @@ GOOD_EVENT = {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "ts": 1, "dur": 2,
 
 
 def big_trace_text(events: int = 20_000) -> bytes:
-    """Large enough to be read in many pieces (each piece is 256 KB)."""
+    """Large enough to be read in several pieces (each piece is about 1 MB)."""
     rows = [{**GOOD_EVENT, "ts": i, "args": {"External id": i, "Input Dims": [[i, 3]]}} for i in range(events)]
     return orjson.dumps({"schemaVersion": 1, "traceEvents": rows, "traceName": "big"}, option=orjson.OPT_INDENT_2)
 

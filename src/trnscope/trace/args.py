@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import orjson
@@ -115,6 +116,41 @@ class ArgsColumn:
         return _CODEC.decompress(self.blocks[block], decompressed_size=size).to_pybytes()
 
 
+class JoinedJSON(NamedTuple):
+    """The JSON texts of consecutive rows as one bytes object: row i is
+    ``text[starts[i]:starts[i] + lengths[i]]`` (length 0: no args)."""
+
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
+    text: bytes
+
+    @classmethod
+    def of(cls, texts: Sequence[bytes]) -> JoinedJSON:
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        return cls(np.cumsum(lengths) - lengths, lengths, b"".join(texts))
+
+    @classmethod
+    def of_objects(cls, texts: Sequence) -> JoinedJSON:
+        """From raw JSON values (bytes-like) as a trace holds them: each must be an object or
+        null; ``{}`` and ``null`` count as no args. Raises TypeError naming nothing: the caller
+        finds the offending event (per-row checks would cost more than the whole join)."""
+        joined = cls.of(texts)
+        starts, lengths, text = joined
+        present = np.flatnonzero(lengths)
+        if len(present):
+            chars = np.frombuffer(text, dtype=np.uint8)
+            first = chars[starts[present]]
+            null = first == _NULL_START  # a JSON value starting with "n" can only be null
+            if np.any((first != _OPEN_BRACE) & ~null):
+                raise TypeError("an event's 'args' is not a JSON object")
+            empty = (lengths[present] == 2) & (chars[starts[present] + 1] == _CLOSE_BRACE)
+            lengths[present[empty | null]] = 0  # their bytes stay in the text, unreferenced
+        return joined
+
+
+_OPEN_BRACE, _CLOSE_BRACE, _NULL_START = ord("{"), ord("}"), ord("n")
+
+
 class ArgsBuilder:
     """Collects encoded args batch by batch; each batch becomes one compressed block."""
 
@@ -124,12 +160,12 @@ class ArgsBuilder:
         self._blocks: list[bytes] = []
         self._block_starts: list[int] = [0]
 
-    def extend(self, encoded: Sequence[bytes]) -> None:
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    def extend(self, encoded: Sequence[bytes] | JoinedJSON) -> None:
+        """Add rows: each row's JSON text (b"" for none), or a :class:`JoinedJSON` of them."""
+        starts, lengths, text = encoded if isinstance(encoded, JoinedJSON) else JoinedJSON.of(encoded)
         offset = self._block_starts[-1]
-        self._starts.append(offset + np.cumsum(lengths) - lengths)
+        self._starts.append(offset + starts)
         self._lengths.append(lengths.astype(np.int32))
-        text = b"".join(encoded)
         if text:
             self._blocks.append(_CODEC.compress(text, asbytes=True))
             self._block_starts.append(offset + len(text))

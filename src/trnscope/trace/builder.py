@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import orjson
 
-from .args import ArgsBuilder
+from .args import ArgsBuilder, JoinedJSON
 from .flows import bind_to_slices, pair_flow_events
 from .model import Trace
 from .nesting import compute_nesting
@@ -90,9 +90,9 @@ class TraceBuilder:
     def intern(self, value: object) -> int:
         return self.strings.intern(value)
 
-    def add_slices(self, track, ts_ns, dur_ns, name_ids, cat_ids, args: Sequence[bytes]) -> None:
+    def add_slices(self, track, ts_ns, dur_ns, name_ids, cat_ids, args: Sequence[bytes] | JoinedJSON) -> None:
         """Complete events. Names and categories are ids from :meth:`intern`; ``args`` holds each
-        event's args as JSON text (b"" for none)."""
+        event's args as JSON text (b"" for none), or all of them joined (args.JoinedJSON)."""
         if len(ts_ns) == 0:
             return
         self._slices.append(
@@ -295,7 +295,9 @@ class TraceBuilder:
         )
         track = new_id[track] if len(track) else track
         source, target = pair_flow_events(cat, flow_id, phase, ts)
-        self.diagnostics["unpaired_flow_events"] += len(flow_id) - len(np.union1d(source, target))
+        paired = np.zeros(len(flow_id), dtype=bool)
+        paired[source] = paired[target] = True
+        self.diagnostics["unpaired_flow_events"] += int(np.count_nonzero(~paired))
         rows = bind_to_slices(slices, track, ts, next_slice)
         bound = (rows[source] >= 0) & (rows[target] >= 0)
         self.diagnostics["flows_without_slice"] += int(np.count_nonzero(~bound))

@@ -1,15 +1,16 @@
 """Stream a Chrome/Kineto JSON trace as parsed chunks of events, plus its other top-level keys.
 
-Parsing a whole trace at once is what makes big traces expensive: orjson needs about 12x the
-document's size while parsing, and the resulting dicts cost about 1 KB per event. Instead the file
-is read in 1 MB blocks (gunzipped on the fly), the ``traceEvents`` array is cut into pieces of
-about 256 KB at event boundaries, and each piece is parsed, handed to the caller and dropped.
-Parsing then needs a few MB however big the trace is.
+Parsing a whole trace at once is what makes big traces expensive: a parser's working memory grows
+with the document, and parsed events cost a few hundred bytes each. Instead the file is read in
+1 MB blocks (gunzipped on the fly), the ``traceEvents`` array is cut into pieces of about 1 MB at
+event boundaries, and each piece is decoded (eventschema.decode_events: typed events, or dicts
+for a piece off the schema), handed to the caller and dropped. Parsing then needs a few MB however
+big the trace is.
 
 Cutting needs no tokenizer: a cut is made only after a ``}`` that is followed by ``,`` and ``{``.
 If that spot is not really between two top-level events (it is inside a string or a nested
-object), the piece before it is not a complete JSON array and orjson rejects it; the piece is then
-extended to the next such spot. The last piece is parsed as "the rest of an array", and orjson's
+object), the piece before it is not a complete JSON array and the parser rejects it; the piece is
+then extended to the next such spot. The last piece is parsed as "the rest of an array", and orjson's
 report of where that array ends locates the top-level keys that follow it.
 """
 
@@ -27,10 +28,11 @@ from typing import BinaryIO
 import orjson
 
 from .errors import TraceFormatError
+from .eventschema import decode_events
 
-# orjson needs roughly 12x a piece's size while parsing it, and the dicts it returns about 4x;
-# 256 KB pieces keep that under 5 MB, and parse as fast as big ones.
-CHUNK_BYTES = 256 << 10
+# A decoded 1 MB piece holds ~7,000 events (a few MB of objects; orjson's dicts, on the fallback
+# path, about 12x while parsing). Smaller pieces cost more per-piece numpy calls than they save.
+CHUNK_BYTES = 1 << 20
 _READ_BYTES = 1 << 20
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
@@ -85,8 +87,9 @@ class ChromeSource:
     def chunks(
         self, chunk_bytes: int = CHUNK_BYTES, transform: Callable[[bytes], bytes] | None = None
     ) -> Iterator[list]:
-        """Lists of event dicts in file order. ``transform`` rewrites each piece's text before it
-        is parsed. Raises NeedsWholeParse when the document is not shaped like a trace."""
+        """Lists of events (eventschema.Event, or dicts for a piece off the schema) in file order.
+        ``transform`` rewrites each piece's text before it is parsed. Raises NeedsWholeParse when
+        the document is not shaped like a trace."""
         with self._open_binary() as stream:
             window = _Window(stream, self.source)
             start = window.skip_whitespace(0)
@@ -197,7 +200,7 @@ class _Pieces:
                 piece = window.buf[pos : boundary.start() + 1]
                 document = b"".join((b"[", self._text(piece), b"]"))
                 try:
-                    events = orjson.loads(document)
+                    events = decode_events(document)
                 except orjson.JSONDecodeError as exc:
                     end = _array_end(piece)
                     if end is not None:  # the array closed inside this piece
@@ -250,7 +253,7 @@ class _Pieces:
     def _elements(self, elements_and_bracket: bytes) -> list:
         document = b"".join((b"[", self._text(elements_and_bracket)))
         try:
-            return orjson.loads(document)
+            return decode_events(document)
         except orjson.JSONDecodeError as exc:
             hint = _TRUNCATED_HINT if exc.msg.startswith("unexpected end") else _BROKEN_HINT
             raise self._error(exc.msg, _byte_offset(document, exc.pos) - 1, hint) from None

@@ -163,9 +163,15 @@ def _slice_events(trace: Trace) -> list[bytes]:
             "dur": fragment(ns_to_us_text(dur)),
         }
         if all_args[row]:
-            event["args"] = fragment(all_args[row])
+            event["args"] = fragment(_one_line(all_args[row]))
         out.append(orjson.dumps(event))
     return out
+
+
+def _one_line(args_json: bytes) -> bytes:
+    # Args are kept as the source file wrote them; a pretty-printed one would break the
+    # one-event-per-line layout, so it is re-encoded compactly.
+    return orjson.dumps(orjson.loads(args_json)) if b"\n" in args_json else args_json
 
 
 def _instant_events(trace: Trace) -> list[bytes]:
@@ -185,7 +191,7 @@ def _instant_events(trace: Trace) -> list[bytes]:
             "s": SCOPE_LETTERS[int(i.scope[row])],
         }
         if all_args[row]:
-            event["args"] = orjson.Fragment(all_args[row])
+            event["args"] = orjson.Fragment(_one_line(all_args[row]))
         out.append(orjson.dumps(event))
     return out
 

@@ -1,18 +1,27 @@
-"""Turn one chunk of Kineto/Chrome event dicts into builder columns.
+"""Turn one chunk of Kineto/Chrome events into builder columns.
 
-This loop touches every event of a trace, so it is written for speed: one pass, local names for
-the list appends, args re-encoded to compact JSON right away (the dicts are dropped with the
-chunk), timestamps converted per chunk with numpy. Event kinds handled: X, B/E, i/I, C, M,
-s/t/f; others are counted in the trace's diagnostics and skipped.
+This touches every event of a trace, so the common chunk (events decoded by eventschema.py into
+slotted objects) is handled column-wise: each field is pulled out with ``map`` over the whole chunk
+(a C loop, no Python frame per event), events are split by phase with numpy, names, categories and
+tracks are interned with one dict lookup each, args are kept as the raw JSON text the file holds,
+and timestamps are converted with numpy. Phases other than X and flows (B/E, i/I, C, M: rare in
+real traces) go through the per-event dict loop, which is also what reads chunks that did not
+decode into the schema. Event kinds handled: X, B/E, i/I, C, M, s/t/f; others are counted in the
+trace's diagnostics and skipped.
 """
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter, eq, itemgetter
+
 import numpy as np
 import orjson
 
+from .args import JoinedJSON
 from .builder import TraceBuilder
 from .errors import TraceFormatError
+from .eventschema import UNSET, Event, as_dict
 from .flows import PHASE_FINISH, PHASE_START, PHASE_STEP
 from .tables import SCOPE_CODES
 from .timeunits import float_us_loses_ns, parse_ns_values, us_to_ns
@@ -21,20 +30,129 @@ _FLOW_PHASES = {"s": PHASE_START, "t": PHASE_STEP, "f": PHASE_FINISH}
 _TIMED_PHASES = frozenset("XBEiICstf")
 _EVENT_HINT = "Every timed event needs a numeric 'ts' (microseconds); fix or remove the event, or re-export the trace"
 
+# Phase codes for splitting a chunk: flows are PHASE_* + 1, so code - 1 is the flow phase.
+_SLICE, _OTHER = 0, 4
+_PHASE_CODE = {"X": _SLICE, **{ph: phase + 1 for ph, phase in _FLOW_PHASES.items()}}
+_PH, _TS, _DUR, _PID, _TID = (attrgetter(f) for f in ("ph", "ts", "dur", "pid", "tid"))
+_NAME, _CAT, _ARGS, _ID, _BP = (attrgetter(f) for f in ("name", "cat", "args", "id", "bp"))
+
 
 class NeedsExactTimestamps(Exception):
     """Fractional epoch-microsecond timestamps lost their nanoseconds in float parsing."""
 
 
 def collect_chunk(events: list, builder: TraceBuilder, exact_ts: bool, first_index: int) -> None:
-    """Add one chunk's events to ``builder``. ``exact_ts``: the text was rewritten so that "ts"
-    holds integer nanoseconds (timeunits.rewrite_ts_as_ns)."""
+    """Add one chunk's events (eventschema.Event objects or dicts) to ``builder``. ``exact_ts``:
+    the text was rewritten so that "ts" holds integer nanoseconds (timeunits.rewrite_ts_as_ns)."""
+    decoded = bool(events) and type(events[0]) is Event
     try:
-        _collect(events, builder, exact_ts)
+        if decoded:
+            _collect_decoded(events, builder, exact_ts)
+        else:
+            _collect(events, builder, exact_ts)
     except NeedsExactTimestamps:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        if decoded:
+            events = [as_dict(event) for event in events]
         raise _describe_bad_event(events, builder.source, first_index, exc) from None
+
+
+def _collect_decoded(events: list[Event], b: TraceBuilder, exact_ts: bool) -> None:
+    count = len(events)
+    codes = np.fromiter(map(_PHASE_CODE.get, map(_PH, events), repeat(_OTHER)), dtype=np.int8, count=count)
+    if codes.any():
+        others = np.flatnonzero(codes == _OTHER)
+        if len(others):
+            _collect([as_dict(events[i]) for i in others.tolist()], b, exact_ts)
+        flow_rows = np.flatnonzero((codes != _SLICE) & (codes != _OTHER))
+        if len(flow_rows):
+            _collect_flows(_take(events, flow_rows), codes[flow_rows] - 1, b, exact_ts)
+        slices = _take(events, np.flatnonzero(codes == _SLICE))
+    else:
+        slices = events
+    if not slices:
+        return
+    b.add_slices(
+        _track_ids(slices, b),
+        _ts_ns(slices, exact_ts),
+        us_to_ns(_us_values(slices, _DUR)),
+        _string_ids(slices, _NAME, b),
+        _string_ids(slices, _CAT, b),
+        JoinedJSON.of_objects(list(map(_ARGS, slices))),
+    )
+
+
+def _collect_flows(flows, phases: np.ndarray, b: TraceBuilder, exact_ts: bool) -> None:
+    bound_to_enclosing = np.fromiter(map(eq, map(_BP, flows), repeat("e")), dtype=bool, count=len(flows))
+    b.add_flow_events(
+        _track_ids(flows, b),
+        _ts_ns(flows, exact_ts),
+        phases,
+        _flow_ids(list(map(_ID, flows)), b),
+        _string_ids(flows, _NAME, b),
+        _string_ids(flows, _CAT, b),
+        (phases == PHASE_FINISH) & ~bound_to_enclosing,
+    )
+
+
+def _take(items: list, rows: np.ndarray):
+    if len(rows) == len(items):
+        return items
+    if len(rows) == 1:
+        return [items[int(rows[0])]]
+    return itemgetter(*rows.tolist())(items) if len(rows) else []
+
+
+# The helpers below chain C-level maps straight into numpy: no Python frame and no intermediate
+# list per event. When something is new or unusual (a string or track not seen yet, a huge
+# integer) the chain fails as a whole and the column is redone the slow way.
+
+
+def _ts_ns(events, exact_ts: bool) -> np.ndarray:
+    if exact_ts:  # integer nanoseconds after the text rewrite: keep them exact
+        return parse_ns_values(list(map(_TS, events)))
+    return _checked_us_to_ns(_us_values(events, _TS))
+
+
+def _us_values(events, field: attrgetter) -> np.ndarray:
+    """float64 microseconds (the schema has made them numbers; UNSET raises TypeError)."""
+    values = np.fromiter(map(field, events), dtype=np.float64, count=len(events))
+    if len(values) and np.abs(values).max() >= _FLOAT_EXACT_INTEGERS:
+        return np.asarray(list(map(field, events)))  # integers past 2**53 stay exact as int64
+    return values
+
+
+_FLOAT_EXACT_INTEGERS = float(2**53)
+
+
+def _track_ids(events, b: TraceBuilder) -> np.ndarray:
+    def ids():
+        keys = zip(map(_PID, events), map(_TID, events))
+        return np.fromiter(map(b.track_keys.get, keys), dtype=np.int32, count=len(events))
+
+    try:
+        return ids()
+    except TypeError:  # a (pid, tid) seen for the first time: add the new ones, then look up again
+        for key in dict.fromkeys(zip(map(_PID, events), map(_TID, events))):  # in order: deterministic ids
+            if key not in b.track_keys:
+                b.track_for(*key)
+        return ids()
+
+
+def _string_ids(events, field: attrgetter, b: TraceBuilder) -> np.ndarray:
+    table = b.strings
+
+    def ids():
+        return np.fromiter(map(table.ids.get, map(field, events)), dtype=np.int32, count=len(events))
+
+    try:
+        return ids()
+    except TypeError:  # strings new to the table (a ProfilerStep#n in most chunks)
+        for value in dict.fromkeys(map(field, events)):  # in order of appearance: deterministic ids
+            if value not in table.ids:
+                table.intern(value)
+        return ids()
 
 
 def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
@@ -67,6 +185,8 @@ def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
             cat_id = string_ids.get(cat)
             add_cat(cat_id if cat_id is not None else intern(cat))
             args = event.get("args")
+            if args is not None and type(args) is not dict:
+                raise TypeError("'args' is not an object")
             add_args(dumps(args) if args else b"")
         elif ph in _FLOW_PHASES:
             key = (event.get("pid"), event.get("tid"))
@@ -122,13 +242,16 @@ def _flow_ids(ids: list, b: TraceBuilder) -> np.ndarray:
     try:
         return np.array(ids, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
+        if any(i is UNSET for i in ids):
+            raise KeyError("id") from None
         return np.array([b.flow_id_number(i) for i in ids], dtype=np.int64)
 
 
-def _checked_us_to_ns(values: list):
-    if float_us_loses_ns(values):
+def _checked_us_to_ns(values: list) -> np.ndarray:
+    array = np.asarray(values)
+    if float_us_loses_ns(array):
         raise NeedsExactTimestamps
-    return us_to_ns(values)
+    return us_to_ns(array)
 
 
 def _metadata_event(event: dict, b: TraceBuilder) -> None:

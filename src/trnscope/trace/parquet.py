@@ -36,7 +36,7 @@ def save_parquet(trace: Trace, directory: str | PathLike[str]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     s, i, c, f = trace.slices, trace.instants, trace.counters, trace.flows
     tables = {
-        "strings": {"value": pa.array(trace.strings.to_list(), type=pa.string())},
+        "strings": {"value": _string_array(trace.strings.to_list())},
         "slices": {
             "ts_ns": s.ts_ns, "dur_ns": s.dur_ns, "track": s.track, "name": s.name, "cat": s.cat,
             "depth": s.depth, "parent": s.parent, "args_start": s.args.starts, "args_length": s.args.lengths,
@@ -58,7 +58,8 @@ def save_parquet(trace: Trace, directory: str | PathLike[str]) -> Path:
     for name, columns in tables.items():
         # Args blocks are zstd already; compressing them again would only cost time.
         compression = "none" if name.endswith("_args") else _COMPRESSION
-        pq.write_table(pa.table(columns), directory / f"{name}.parquet", compression=compression,
+        table = pa.Table.from_arrays([_arrow(v) for v in columns.values()], names=list(columns))
+        pq.write_table(table, directory / f"{name}.parquet", compression=compression,
                        use_dictionary=name == "strings")
     manifest = {
         "format": FORMAT,
@@ -156,16 +157,57 @@ def _read(directory: Path, name: str) -> _Columns:
 
 def _np(table: _Columns, name: str) -> np.ndarray:
     column = table[name]
-    if column.num_chunks == 1:
-        return column.chunk(0).to_numpy(zero_copy_only=False)
-    return column.to_numpy()
+    chunks = [_chunk_to_numpy(chunk) for chunk in column.chunks]
+    if len(chunks) == 1:
+        return chunks[0]
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=_NUMPY_TYPES[column.type])
+
+
+# Arrow's own numpy conversions (pa.array(ndarray), Array.to_numpy()) import pandas whenever it is
+# installed, which costs a second or more at every load; these columns are plain fixed-width
+# numbers without nulls, so their buffers are handed over directly instead.
+_NUMPY_TYPES = {
+    pa.int8(): np.int8, pa.uint8(): np.uint8, pa.int32(): np.int32, pa.int64(): np.int64,
+    pa.float64(): np.float64, pa.bool_(): np.bool_,
+}
+
+
+def _arrow(values) -> pa.Array:
+    if isinstance(values, pa.Array):
+        return values
+    values = np.ascontiguousarray(values)
+    if values.dtype == np.bool_:
+        bits = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
+def _chunk_to_numpy(chunk: pa.Array) -> np.ndarray:
+    if chunk.null_count:
+        raise ValueError(f"a column of type {chunk.type} has {chunk.null_count} missing values")
+    dtype = np.dtype(_NUMPY_TYPES[chunk.type])  # KeyError: a type this module never writes
+    buffer = chunk.buffers()[1]
+    if dtype == np.bool_:
+        bits = np.frombuffer(buffer, dtype=np.uint8)
+        return np.unpackbits(bits, count=chunk.offset + len(chunk), bitorder="little")[chunk.offset :].astype(bool)
+    return np.frombuffer(buffer, dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize)
+
+
+def _offsets(items: list) -> np.ndarray:
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)), out=offsets[1:])
+    return offsets
+
+
+def _string_array(values: list[str]) -> pa.Array:
+    encoded = [v.encode() for v in values]
+    buffers = [None, pa.py_buffer(_offsets(encoded)), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(pa.large_string(), len(encoded), buffers)
 
 
 def _args_blocks(args: ArgsColumn) -> dict:
-    return {
-        "block": pa.array(args.blocks, type=pa.large_binary()),
-        "text_end": args.block_starts[1:],
-    }
+    buffers = [None, pa.py_buffer(_offsets(args.blocks)), pa.py_buffer(b"".join(args.blocks))]
+    return {"block": pa.Array.from_buffers(pa.large_binary(), len(args.blocks), buffers), "text_end": args.block_starts[1:]}
 
 
 def _args_column(rows: _Columns, blocks: _Columns) -> ArgsColumn:
