@@ -4,6 +4,11 @@ per forward call compiled vs eager (same process, same inputs). Also the RMSNorm
 Compile time is the wall time of the first compiled call minus the wall time of a later call
 (tracing, AOTAutograd, graph compilation); the backend's own share (FX graph -> NEFF) is printed
 apart. Device times are simulated NeuronCore time from the runtime's execution records.
+
+The layer's forward graph is also compiled twice by ``compile_graph``, with and without matmul
+epilogues, and both Programs simulated: device time, HBM bytes, scratch tensors, and how much of
+the DMA time overlaps compute on the device timeline (union of DMA data-movement intervals
+intersected with the union of compute-instruction intervals).
 """
 
 from __future__ import annotations
@@ -34,6 +39,68 @@ def device_time_per_call(fn, *args, calls=3):
     span = (max(r.device_end_ns for r in recs) - min(r.device_start_ns for r in recs)) / calls if recs else 0
     busy = sum(r.device_end_ns - r.device_start_ns for r in recs) / calls
     return len(recs) / calls, busy, span, wall
+
+
+def _union(intervals):
+    merged = []
+    for s, e in sorted(intervals):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return merged
+
+
+def dma_compute_overlap(tl) -> tuple[float, float]:
+    """(DMA busy ns, ns of it during which some compute engine is busy) on a device timeline."""
+    from trnscope.sim.encode import KIND_DMA
+
+    dma = tl.encoded.kind == KIND_DMA
+    d = _union(zip(tl.data_start_ns[dma], tl.end_ns[dma]))
+    c = _union(zip(tl.start_ns[~dma], tl.end_ns[~dma]))
+    i = j = 0
+    overlap = 0.0
+    while i < len(d) and j < len(c):
+        lo, hi = max(d[i][0], c[j][0]), min(d[i][1], c[j][1])
+        overlap += max(0.0, hi - lo)
+        if d[i][1] < c[j][1]:
+            i += 1
+        else:
+            j += 1
+    return sum(e - s for s, e in d), overlap
+
+
+def epilogue_comparison(run, args) -> None:
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    from trnscope import hw
+    from trnscope.compiler.graph import compile_graph
+    from trnscope.sim import simulate
+
+    graphs = []
+
+    def fw(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(run, backend=lambda gm, ex: aot_module_simplified(gm, ex, fw_compiler=fw))(*args)
+    spec = hw.get_spec()
+    rows = {}
+    for label, fuse in (("no epilogues", False), ("epilogues", True)):
+        t0 = time.perf_counter()
+        compiled = compile_graph(graphs[0], spec, "graph", epilogues=fuse)
+        ms = (time.perf_counter() - t0) * 1e3
+        tl = simulate(compiled.program, spec)
+        s = tl.summary
+        dma, overlap = dma_compute_overlap(tl)
+        scratch = sum(1 for t in compiled.program.tensors if t.kind == "scratch")
+        rows[label] = s["total_time_ns"], s["hbm_read_bytes"] + s["hbm_write_bytes"]
+        print(f"  {label:13s} device {s['total_time_ns'] / 1e3:7.1f} us  HBM {(rows[label][1]) / 1e6:6.2f} MB  "
+              f"{scratch:3d} scratch tensors  {compiled.kernels:3d} kernels  DMA busy {dma / 1e3:6.1f} us, "
+              f"{100 * overlap / dma:3.0f}% of it overlapping compute  (compile_graph {ms:.0f} ms)")
+    (t_u, b_u), (t_f, b_f) = rows["no epilogues"], rows["epilogues"]
+    print(f"  epilogues: {t_u / t_f:.2f}x less device time, {b_u / b_f:.2f}x less HBM traffic")
 
 
 def llama_layer():
@@ -77,6 +144,8 @@ def main() -> None:
         n_e, busy_e, span_e, _ = device_time_per_call(run, *args)
         n_c, busy_c, span_c, _ = device_time_per_call(compiled, *args)
         print(f"  compiled vs eager: {busy_e / busy_c:.2f}x less device time, {n_e / n_c:.0f}x fewer dispatches")
+        print("Llama layer forward graph, compile_graph with and without matmul epilogues (simulated):")
+        epilogue_comparison(run, args)
 
         x = torch.randn(4096, 4096, device="neuron")
         w = torch.randn(4096, device="neuron")

@@ -5,8 +5,9 @@ loop: per 128-row tile the group's inputs are loaded once, every intermediate st
 only values needed outside the group are stored. A fusion group picks instructions the way a
 kernel writer would: full x row-vector products become tensor_scalar with a per-partition operand
 (VectorE 4x mode in BF16), a square feeding a sum/mean becomes one ScalarE activation with
-add-accumulation, constant scalings fold into the activation's scale. Matmuls and every other op
-reuse the eager kernel library, emitted into the same Program with HBM scratch tensors between
+add-accumulation, constant scalings fold into the activation's scale. The ops that consume a
+matmul's output run as its epilogue, on its tiles as they leave PSUM (epilogue.py). Every other op
+reuses the eager kernel library, emitted into the same Program with HBM scratch tensors between
 them. Views cost nothing: they are new access patterns over the same HBM bytes.
 """
 
@@ -23,6 +24,7 @@ import torch.fx as fx
 from ..hw import HardwareSpec, get_spec
 from ..isa import AP, Act, Activation, Alu, DType, Program, TensorReduce, TensorScalar, TensorTensor, hbm
 from .builder import KernelBuilder
+from .epilogue import GEMM_OPS, emit_matmul_with_epilogue, match_epilogue
 from .kernels.elementwise import BINARY_ALU, UNARY_ACT
 from .lowering import LoweringContext, NoLowering, OpCall, _REGISTRY, _load_kernels
 from .meta import TensorMeta
@@ -83,8 +85,10 @@ def _row_space(t: torch.Tensor) -> tuple[int, int]:
 
 
 class GraphCompiler:
-    def __init__(self, gm: fx.GraphModule, spec: HardwareSpec | None = None, name: str = "graph"):
+    def __init__(self, gm: fx.GraphModule, spec: HardwareSpec | None = None, name: str = "graph",
+                 epilogues: bool = True):
         _load_kernels()
+        self.epilogues = epilogues
         self.gm = gm
         self.spec = spec or get_spec()
         self.program = Program(name, target=self.spec.name)
@@ -114,9 +118,13 @@ class GraphCompiler:
         self._outputs_set = {a for a in out_args if isinstance(a, fx.Node)}
         self._users_outside: dict[fx.Node, int] = {}
         body = [n for n in nodes if n.op == "call_function"]
-        for group in self._partition(body):
+        plans = self._plan_epilogues(body)
+        claimed = {x for plan in plans.values() for x in plan.nodes}
+        for group in self._partition([n for n in body if n not in claimed]):
             if isinstance(group, Group):
                 self._emit_group(group)
+            elif group in plans:
+                self._emit_epilogue(plans[group])
             else:
                 self._emit_node(group)
         outputs = []
@@ -128,6 +136,34 @@ class GraphCompiler:
         self.program.meta.update({"kernels": self.kernels, "fused_ops": self.fused,
                                   "sbuf_peak_bytes": self.kb.sbuf_peak_bytes})
         return CompiledGraph(self.program, inputs, outputs, self.kernels, self.fused)
+
+    # --- matmul epilogues ------------------------------------------------------------------------------
+    def _plan_epilogues(self, body: list[fx.Node]) -> dict:
+        """For each matmul (in graph order) the nodes its epilogue claims; a claimed node runs at its
+        matmul's place, so a later matmul's epilogue may read it."""
+        if not self.epilogues:
+            return {}
+        pos = {n: i for i, n in enumerate(body)}
+        eff = dict(pos)
+        claimed: set = set()
+        plans = {}
+        for n in body:
+            if n.target not in GEMM_OPS or n in claimed:
+                continue
+            plan = match_epilogue(self, n, pos, eff, claimed)
+            if plan is None:
+                continue
+            plans[n] = plan
+            for x in plan.nodes:
+                claimed.add(x)
+                eff[x] = pos[n]
+        return plans
+
+    def _emit_epilogue(self, plan) -> None:
+        emit_matmul_with_epilogue(self, plan)
+        for x in plan.nodes:  # views of stored values, for the users outside
+            if (x.target in VIEW_OPS or x.target in MULTI_VIEW_OPS) and x.args[0] in self.values:
+                self._emit_node(x)
 
     # --- partitioning ---------------------------------------------------------------------------------
     def _fusable(self, n: fx.Node) -> tuple[int, int] | None:
@@ -221,7 +257,7 @@ class GraphCompiler:
         q_out = kb.queue("qSyncIO2", "output")
         weights: dict[fx.Node, AP] = {}
         held: list[AP] = []
-        squares = self._square_feeding_reduce(g)
+        squares = self._square_feeding_reduce(g.nodes)
         for r0 in range(0, g.rows, P):
             rows = min(P, g.rows - r0)
             tiles: dict[fx.Node, AP] = {}
@@ -253,7 +289,7 @@ class GraphCompiler:
             for n in g.nodes:
                 if n in squares:
                     continue  # folded into the reduction that consumes it
-                out = self._emit_member(n, g, rows, tiles, squares)
+                out = self._emit_member(n, g.h, rows, g.h, tiles, squares, temps=fresh)
                 tiles[n] = out
                 fresh.append(out)
                 if n in needed:
@@ -265,18 +301,22 @@ class GraphCompiler:
             held = fresh
         kb.release(*held, *weights.values())
 
-    def _square_feeding_reduce(self, g: Group) -> set[fx.Node]:
+    def _square_feeding_reduce(self, nodes) -> set[fx.Node]:
         """Squares whose only user is a sum/mean of the group: one ACTIVATE(square, accumulate) does both."""
         out = set()
-        for n in g.nodes:
+        for n in nodes:
             if n.target in (aten.sum.dim_IntList, aten.mean.dim):
                 src = n.args[0]
-                if isinstance(src, fx.Node) and src in g.nodes and len(src.users) == 1 and \
+                if isinstance(src, fx.Node) and src in nodes and len(src.users) == 1 and \
                         src not in self._outputs_set and _is_square(src):
                     out.add(src)
         return out
 
-    def _emit_member(self, n: fx.Node, g: Group, rows: int, tiles: dict, squares: set) -> AP:
+    def _emit_member(self, n: fx.Node, h: int, rows: int, cols: int, tiles: dict, squares: set,
+                     out: AP | None = None, temps: list | None = None) -> AP:
+        """One group member on a [rows x cols] tile (cols: h, or a column slice of the row for
+        element-wise members); ``h`` is the row length reductions see. Writes ``out`` when given;
+        temporaries go to ``temps`` (released with the tile's other tiles)."""
         kb = self.kb
         v = _val(n)
         dt = device_dtype(v.dtype)
@@ -284,24 +324,27 @@ class GraphCompiler:
             src = n.args[0]
             alu = ROW_REDUCE[n.target]
             mean = n.target is aten.mean.dim
-            out = kb.tile(rows, (1,), dt)
+            out = out if out is not None else kb.tile(rows, (1,), dt)
             if src in squares:
                 base = tiles[src.args[0]]
-                junk = kb.tile(rows, (g.h,), base.dtype)
-                scale = 1.0 / math.sqrt(g.h) if mean else 1.0
+                junk = kb.tile(rows, (cols,), base.dtype)
+                scale = 1.0 / math.sqrt(h) if mean else 1.0
                 kb.emit(Activation(func=Act.SQUARE, inp=base, out=junk, scale=scale, accum_out=out))
                 kb.release(junk)
                 return out
             kb.emit(TensorReduce(alu=alu, inp=tiles[src], out=out))
             if mean:
-                kb.emit(TensorScalar(inp=out, out=out, alu0=Alu.MULTIPLY, scalar0=1.0 / g.h))
+                kb.emit(TensorScalar(inp=out, out=out, alu0=Alu.MULTIPLY, scalar0=1.0 / h))
             return out
         kind, what = _elementwise_kind(n)
         operands = [a for a in n.args if isinstance(a, (fx.Node, int, float))]
-        shape_cols = 1 if (v.dim() and v.shape[-1] == 1 and g.h != 1) else g.h
-        out = kb.tile(rows, (shape_cols,), dt)
+        shape_cols = 1 if (v.dim() and v.shape[-1] == 1 and h != 1) else cols
+        out = out if out is not None else kb.tile(rows, (shape_cols,), dt)
         if kind == "unary":
             kb.emit(Activation(func=what, inp=tiles[operands[0]], out=out))
+            return out
+        if kind == "cast":
+            kb.copy(tiles[operands[0]], out)
             return out
         if kind == "pow":
             exponent = float(n.args[1])
@@ -318,6 +361,8 @@ class GraphCompiler:
         tb = tiles.get(b) if isinstance(b, fx.Node) else None
         if tb is not None and alpha != 1:
             scaled = kb.tile(rows, (tb.free_size,), "float32")
+            if temps is not None:
+                temps.append(scaled)
             kb.emit(TensorScalar(inp=tb, out=scaled, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
             tb = scaled
         if ta is None and tb is None:
@@ -359,6 +404,8 @@ class GraphCompiler:
             if (parent, n.args[1]) in self.values:
                 self.values[n] = self.values[(parent, n.args[1])]  # type: ignore[index]
             return
+        if n.target is aten.clone.default and self._alias_clone(n):
+            return
         outs = v if isinstance(v, (tuple, list)) else (v,)
         name = op_name(n.target)
         fn = _REGISTRY.get(name)
@@ -386,6 +433,22 @@ class GraphCompiler:
         with self.program.origin(name):
             fn(ctx)
         self.kernels += 1
+
+    def _alias_clone(self, n: fx.Node) -> bool:
+        """A clone whose source is a dense scratch value nobody else reads is that value: the graph
+        is functional, so no copy is needed (dropout's clone in eval mode, contiguous() of a fresh value)."""
+        src = n.args[0]
+        t = _val(n)
+        if not isinstance(src, fx.Node) or src not in self.values or t is None or len(src.users) != 1 \
+                or src in self._outputs_set or not t.is_contiguous():
+            return False
+        val = self.values[src]
+        decl = self.program.tensors[val.hbm]
+        if decl.kind != "scratch" or val.meta.offset != 0 or not val.meta.is_contiguous() \
+                or tuple(val.meta.shape) != tuple(t.shape) or val.meta.dtype != device_dtype(t.dtype):
+            return False
+        self.values[n] = val
+        return True
 
     def _rebase(self, meta, node):
         if meta is None or node is None:
@@ -476,11 +539,24 @@ for _k, _alu in BINARY_ALU.items():
 def _elementwise_kind(n: fx.Node):
     if n.target in _UNARY:
         return "unary", _UNARY[n.target]
+    if n.target is aten.gelu.default:
+        return "unary", Act.GELU_TANH if n.kwargs.get("approximate", "none") == "tanh" else Act.GELU
+    if n.target is aten._to_copy.default and _is_float_cast(n):
+        return "cast", None
     if n.target is aten.pow.Tensor_Scalar:
         return "pow", None
     if n.target in _BINARY and n.target is not aten.pow.Tensor_Tensor:
         return "binary", _BINARY[n.target]
     return None
+
+
+def _is_float_cast(n: fx.Node) -> bool:
+    """``_to_copy`` that only changes a floating dtype (no device, layout or memory-format change)."""
+    if set(n.kwargs) - {"dtype"} or len(n.args) != 1:
+        return False
+    src, out = _val(n.args[0]) if isinstance(n.args[0], fx.Node) else None, _val(n)
+    return src is not None and out is not None and src.dtype.is_floating_point and out.dtype.is_floating_point \
+        and src.device == out.device
 
 
 def _flatten(x):
@@ -510,5 +586,7 @@ def _tensor_args_padded(n: fx.Node, call: OpCall):
     return out
 
 
-def compile_graph(gm: fx.GraphModule, spec: HardwareSpec | None = None, name: str = "graph") -> CompiledGraph:
-    return GraphCompiler(gm, spec, name).compile()
+def compile_graph(gm: fx.GraphModule, spec: HardwareSpec | None = None, name: str = "graph",
+                  epilogues: bool = True) -> CompiledGraph:
+    """``epilogues=False`` keeps every matmul's output in HBM (the unfused baseline benchmarks compare)."""
+    return GraphCompiler(gm, spec, name, epilogues).compile()

@@ -18,16 +18,23 @@ Epilogue: PSUM is evacuated into an output staging tile alternately by VectorE a
 fused with addmm's ``beta * bias + alpha * (A @ B)`` (a per-partition column bias rides in
 ScalarE's bias operand, a row or full bias in one VectorE tensor_tensor that reads PSUM and SBUF
 together), and stored with one DMA per 128 x 2048 output tile.
+
+A caller may hand ``emit_gemm`` a :class:`GemmEpilogue` (the graph compiler does, for element-wise
+chains after a matmul): it receives each finished [128 x block] output tile, either still in the
+PSUM banks (its first instructions evacuate them) or in the staging tile, and the product itself
+is stored only when something outside the epilogue reads it.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from ...hw import HardwareSpec, get_spec
 from ...isa import AP, Act, Activation, Alu, DType, Engine, LoadStationary, MultiplyMoving, Program, TensorScalar, \
     TensorTensor, hbm
-from ..builder import KernelBuilder
+from ..builder import AllocationError, KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
 from .common import F32, ceil_div, load
@@ -86,31 +93,60 @@ class Blocking:
 
 
 def plan_blocks(K: int, M: int, N: int, itemsize: int, out_itemsize: int, spec: HardwareSpec,
-                bias_bytes_per_col: int = 0, wide_lhs: bool = False) -> Blocking:
+                bias_bytes_per_col: int = 0, wide_lhs: bool = False, min_nb: int = 0) -> Blocking:
     """The largest blocks whose double-buffered A^T and B blocks and output staging fit SBUF.
 
     ``wide_lhs``: A^T arrives by DMA transpose, whose descriptors are rows of the A^T block, so a
     wider block (up to 2048 columns, >= 2 KiB rows) keeps that transfer efficient.
+    ``bias_bytes_per_col``: SBUF per output column for the bias rows or an epilogue's tiles.
+    ``min_nb``: a block must hold this many columns (an epilogue reducing whole rows); raises
+    :class:`AllocationError` when that cannot fit.
     """
     kt = ceil_div(K, P)
     capacity = spec.sbuf_bytes_per_partition - RESERVED
     nb = min(ceil_div(N, MOVING_MAX) * MOVING_MAX, MOVING_MAX * PSUM_BANKS_PER_BLOCK)
+    if min_nb > nb:
+        raise AllocationError(f"a block of {min_nb} columns exceeds {PSUM_BANKS_PER_BLOCK} PSUM banks")
+    floor_nb = max(MOVING_MAX, min_nb)
     mb = min(ceil_div(M, P) * P, (16 if wide_lhs else 4) * P)
     kc = kt
 
     def need(nb: int, mb: int, kc: int) -> int:
         return kc * (2 * nb + 2 * mb) * itemsize + 2 * nb * out_itemsize + nb * bias_bytes_per_col
 
-    while need(nb, mb, kc) > capacity and (nb > MOVING_MAX or mb > P):
-        if mb > P and (mb >= nb or nb <= MOVING_MAX):
+    while need(nb, mb, kc) > capacity and (nb > floor_nb or mb > P):
+        if mb > P and (mb >= nb or nb <= floor_nb):
             mb //= 2
         else:
-            nb //= 2
+            nb = max(floor_nb, nb // 2)
     while kc > 1 and need(nb, mb, kc) > capacity:
         kc = ceil_div(kc, 2)
+    if need(nb, mb, kc) > capacity:
+        raise AllocationError(f"matmul blocks of {nb} columns need {need(nb, mb, kc)} bytes per partition; "
+                              f"{capacity} available")
     if kc < kt:
         mb = P  # chunked contraction: one M tile's banks stay open across the chunks
     return Blocking(nb, mb, kc)
+
+
+class GemmEpilogue(Protocol):
+    """What :func:`emit_gemm` asks of an epilogue fused into its PSUM evacuation.
+
+    ``psum_direct``: the epilogue's first instructions read the PSUM banks themselves, so the gemm
+    does not evacuate (it still does when there is a bias, an alpha or a stored product).
+    ``min_cols``: every block must hold this many columns (whole rows for a row reduction).
+    ``bytes_per_col``: SBUF bytes per partition per block column the epilogue's tiles take.
+    """
+    psum_direct: bool
+    min_cols: int
+    bytes_per_col: int
+
+    def begin_block(self, b: KernelBuilder, n0: int, ncols: int) -> None: ...
+
+    def tile(self, b: KernelBuilder, m0: int, mp: int, n0: int, ncols: int, value: AP | list[AP],
+             slices: list[tuple[int, int]]) -> None:
+        """Output rows m0..m0+mp-1, columns n0..n0+ncols-1: ``value`` is the list of PSUM banks (one
+        per 512-column slice in ``slices``) when ``psum_direct`` held, else the [mp, ncols] staging tile."""
 
 
 @dataclass(frozen=True)
@@ -130,34 +166,80 @@ class Bias:
         return "full"
 
 
-def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat, M: int, K: int, N: int, bias: Bias | None = None,
-              alpha: float = 1.0, blocking: Blocking | None = None) -> None:
-    """out[M, N] = alpha * A[M, K] @ B[K, N] (+ beta * bias), every operand any strided view."""
+def gemm_blocking(K: int, M: int, N: int, dt: DType, odt: DType, spec: HardwareSpec, A: Mat,
+                  bias: Bias | None = None, epilogue: GemmEpilogue | None = None) -> Blocking:
+    """The blocking :func:`emit_gemm` uses; raises :class:`AllocationError` when the epilogue cannot fit."""
+    kind = bias.kind if bias is not None else None
+    per_col = 4 * (2 if kind == "full" else 1) if kind in ("row", "full") else 0
+    if epilogue is not None:
+        per_col += epilogue.bytes_per_col
+    return plan_blocks(K, M, N, dt.itemsize, odt.itemsize, spec, bias_bytes_per_col=per_col,
+                       wide_lhs=A.cs == 1 and A.rs != 1, min_nb=epilogue.min_cols if epilogue else 0)
+
+
+class GemmBuffers:
+    """The double-buffered operand blocks, staging tiles and held PSUM banks of a gemm.
+
+    A sequence of same-shaped gemms (a bmm's batches) shares one set, so the next batch's loads go
+    to the other buffer and overlap this batch's matmuls and evacuation; fresh buffers per batch
+    would land on the same SBUF bytes and wait for the previous batch to finish with them.
+    """
+
+    def __init__(self, b: KernelBuilder, blk: Blocking, dt: DType, odt: DType, staging: bool = True):
+        self.blk, self.dt, self.odt = blk, dt, odt
+        # one allocation per K tile: the builder tracks dependencies per allocation, so K tiles loaded
+        # into one big tile would serialize their DMAs (each waiting for the previous one's write)
+        self.rhs = [[b.tile(P, (blk.nb,), dt) for _ in range(blk.kc)] for _ in range(2)]
+        self.lhs = [[b.tile(P, (blk.mb,), dt) for _ in range(blk.kc)] for _ in range(2)]
+        self.stages = [b.tile(P, (blk.nb,), odt) for _ in range(2)] if staging else []
+        self.turns = {"rhs": 0, "lhs": 0, "stage": 0, "evac": 0}
+        self.held: list[AP] = []  # the previous M tile's PSUM banks
+
+    def turn(self, what: str) -> int:
+        """Which of the two buffers (or engines, for evacuation) is next."""
+        t = self.turns[what]
+        self.turns[what] = t + 1
+        return t % 2
+
+    def release(self, b: KernelBuilder) -> None:
+        b.release(*self.held, *self.rhs[0], *self.rhs[1], *self.lhs[0], *self.lhs[1], *self.stages)
+        self.held = []
+
+
+def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int, N: int, bias: Bias | None = None,
+              alpha: float = 1.0, blocking: Blocking | None = None, epilogue: GemmEpilogue | None = None,
+              out_dtype: DType | None = None, buffers: GemmBuffers | None = None) -> None:
+    """out[M, N] = alpha * A[M, K] @ B[K, N] (+ beta * bias), every operand any strided view.
+
+    With an ``epilogue``, each output tile is handed to it after the product is complete; ``out``
+    may then be None (nothing outside the epilogue reads the product; ``out_dtype`` names its dtype).
+    ``buffers`` (made with the same blocking) are shared with other gemms of a sequence.
+    """
     spec = b.spec
-    dt, odt = A.dtype, out.dtype
+    dt = A.dtype
+    odt = out.dtype if out is not None else (out_dtype or F32)
     if M == 0 or N == 0:
         return
     if K == 0:
+        if epilogue is not None:
+            raise ValueError("an epilogue needs a product: K must be positive")
         _fill_bias_only(b, out, M, N, bias)
         return
     kt_n = ceil_div(K, P)
     kind = bias.kind if bias is not None else None
-    blk = blocking or plan_blocks(K, M, N, dt.itemsize, odt.itemsize, spec,
-                                  bias_bytes_per_col=4 * (2 if kind == "full" else 1) if kind in ("row", "full") else 0,
-                                  wide_lhs=A.cs == 1 and A.rs != 1)
+    blk = blocking or gemm_blocking(K, M, N, dt, odt, spec, A, bias, epilogue)
+    # the epilogue reads PSUM itself unless the product must first be finished or kept
+    direct = epilogue is not None and epilogue.psum_direct and out is None and bias is None and alpha == 1.0
     chunks = blk.chunks(kt_n)
     multi = len(chunks) > 1
     q_rhs = b.queue("qSyncIO0", "input")
     q_lhs = b.queue("qSyncIO1", "input")
     q_out = b.queue("qSyncIO2", "output")
-    kc = blk.kc
-    # one allocation per K tile: the builder tracks dependencies per allocation, so K tiles loaded
-    # into one big tile would serialize their DMAs (each waiting for the previous one's write)
-    rhs_bufs = [[b.tile(P, (blk.nb,), dt) for _ in range(kc)] for _ in range(2)]
-    lhs_bufs = [[b.tile(P, (blk.mb,), dt) for _ in range(kc)] for _ in range(2)]
-    stages = [b.tile(P, (blk.nb,), odt) for _ in range(2)]
-    rhs_turn = lhs_turn = stage_turn = evac = 0
-    held: list[AP] = []  # the previous M tile's PSUM banks
+    own = buffers is None
+    bufs = buffers or GemmBuffers(b, blk, dt, odt, staging=not direct)
+    if bufs.blk != blk or bufs.dt != dt or bufs.odt != odt:
+        raise ValueError("shared gemm buffers were made for another blocking or dtype")
+    rhs_bufs, lhs_bufs, stages = bufs.rhs, bufs.lhs, bufs.stages
 
     def load_rhs(buf: list[AP], n0: int, ncols: int, kt0: int, kt1: int) -> None:
         for kt in range(kt0, kt1):
@@ -175,10 +257,11 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat, M: int, K: int, N: int
     for n0 in range(0, N, blk.nb):
         ncols = min(blk.nb, N - n0)
         slices = [(s0, min(MOVING_MAX, ncols - s0)) for s0 in range(0, ncols, MOVING_MAX)]
+        if epilogue is not None:
+            epilogue.begin_block(b, n0, ncols)
         rhs = None
         if not multi:
-            rhs = rhs_bufs[rhs_turn % 2]
-            rhs_turn += 1
+            rhs = rhs_bufs[bufs.turn("rhs")]
             load_rhs(rhs, n0, ncols, 0, kt_n)
         row_bias = _load_row_bias(b, bias, n0, ncols, min(P, M)) if kind == "row" else None
         for m0 in range(0, M, blk.mb):
@@ -187,17 +270,15 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat, M: int, K: int, N: int
             banks: dict[int, list[AP]] = {}
             for c, (kt0, kt1) in enumerate(chunks):
                 if multi:
-                    rhs = rhs_bufs[rhs_turn % 2]
-                    rhs_turn += 1
+                    rhs = rhs_bufs[bufs.turn("rhs")]
                     load_rhs(rhs, n0, ncols, kt0, kt1)
-                lhs = lhs_bufs[lhs_turn % 2]
-                lhs_turn += 1
+                lhs = lhs_bufs[bufs.turn("lhs")]
                 load_lhs(lhs, m0, mcols, kt0, kt1)
                 for mt0, mp in mtiles:
                     if c == 0:
                         banks[mt0] = [b.psum_tile(mp, (w,)) for _, w in slices]
-                        b.release(*held)
-                        held = banks[mt0]
+                        b.release(*bufs.held)
+                        bufs.held = banks[mt0]
                     for kt in range(kt0, kt1):
                         kp = min(P, K - kt * P)
                         b.emit(LoadStationary(src=lhs[kt - kt0].view(mt0, [(1, mp)], partitions=kp)))
@@ -206,8 +287,10 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat, M: int, K: int, N: int
                                                   dst=bank, accumulate=c > 0 or kt > kt0))
                     if c < len(chunks) - 1:
                         continue
-                    stage = stages[stage_turn % 2]
-                    stage_turn += 1
+                    if direct:
+                        epilogue.tile(b, m0 + mt0, mp, n0, ncols, banks[mt0], slices)
+                        continue
+                    stage = stages[bufs.turn("stage")]
                     m_abs = m0 + mt0
                     col_bias = _load_col_bias(b, bias, m_abs, mp) if kind in ("col", "scalar") else None
                     full_bias = _load_full_bias(b, bias, m_abs, mp, n0, ncols) if kind == "full" else None
@@ -219,15 +302,18 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat, M: int, K: int, N: int
                             bias_ap = full_bias.view(s0, [(1, w)], partitions=mp)
                         else:
                             bias_ap = None
-                        _evacuate(b, bank, st, alpha, col_bias, bias_ap, evac)
-                        evac += 1
-                    b.dma(q_out, stage.view(0, [(1, ncols)], partitions=mp),
-                          hbm(out.tensor, mp, out.rs, [(out.cs, ncols)], odt, offset=out.at(m_abs, n0)))
+                        _evacuate(b, bank, st, alpha, col_bias, bias_ap, bufs.turn("evac"))
+                    if out is not None:
+                        b.dma(q_out, stage.view(0, [(1, ncols)], partitions=mp),
+                              hbm(out.tensor, mp, out.rs, [(out.cs, ncols)], odt, offset=out.at(m_abs, n0)))
+                    if epilogue is not None:
+                        epilogue.tile(b, m_abs, mp, n0, ncols, stage.view(0, [(1, ncols)], partitions=mp), slices)
                     extra = [t for t in (col_bias, full_bias) if t is not None]
                     b.release(*extra)
         if row_bias is not None:
             b.release(row_bias)
-    b.release(*held, *rhs_bufs[0], *rhs_bufs[1], *lhs_bufs[0], *lhs_bufs[1], *stages)
+    if own:
+        bufs.release(b)
 
 
 def _evacuate(b: KernelBuilder, bank: AP, st: AP, alpha: float, col_bias: AP | None, bias_ap: AP | None,
@@ -339,6 +425,21 @@ def _bias_mat(tensor: int, meta: TensorMeta, M: int, N: int, batch: int = 0) -> 
     return Mat(tensor, meta.dtype, off, rs, cs)
 
 
+@contextmanager
+def batch_buffers(b: KernelBuilder, K: int, M: int, N: int, A: Mat, odt: DType, batches: int,
+                  bias: Bias | None = None, epilogue: GemmEpilogue | None = None, staging: bool = True):
+    """Buffers shared by the ``batches`` gemms of a bmm (None when there is nothing to share)."""
+    if batches < 2 or M == 0 or N == 0 or K == 0:
+        yield None
+        return
+    blk = gemm_blocking(K, M, N, A.dtype, odt, b.spec, A, bias, epilogue)
+    bufs = GemmBuffers(b, blk, A.dtype, odt, staging=staging)
+    try:
+        yield bufs
+    finally:
+        bufs.release(b)
+
+
 def _alpha_beta(ctx: LoweringContext) -> tuple[float, float]:
     a = ctx.call.attr("alpha")
     be = ctx.call.attr("beta")
@@ -372,9 +473,10 @@ def _bmm(ctx: LoweringContext) -> None:
     out = ctx.call.outputs[0]
     nb, M, K = a.shape
     N = bm.shape[2]
-    for i in range(nb):
-        emit_gemm(ctx.kb, _mat(ctx.inputs[0], a, i), _mat(ctx.inputs[1], bm, i), _mat(ctx.outputs[0], out, i),
-                  M, K, N)
+    with batch_buffers(ctx.kb, K, M, N, _mat(ctx.inputs[0], a), out.dtype, nb) as bufs:
+        for i in range(nb):
+            emit_gemm(ctx.kb, _mat(ctx.inputs[0], a, i), _mat(ctx.inputs[1], bm, i), _mat(ctx.outputs[0], out, i),
+                      M, K, N, blocking=bufs and bufs.blk, buffers=bufs)
 
 
 @lowering("aten::baddbmm", "aten::baddbmm_")
@@ -384,10 +486,12 @@ def _baddbmm(ctx: LoweringContext) -> None:
     nb, M, K = a.shape
     N = bm.shape[2]
     alpha, beta = _alpha_beta(ctx)
-    for i in range(nb):
-        bias = Bias(_bias_mat(ctx.inputs[0], bias_m, M, N, i), beta) if beta != 0 else None
-        emit_gemm(ctx.kb, _mat(ctx.inputs[1], a, i), _mat(ctx.inputs[2], bm, i), _mat(ctx.outputs[0], out, i),
-                  M, K, N, bias=bias, alpha=alpha)
+    first = Bias(_bias_mat(ctx.inputs[0], bias_m, M, N, 0), beta) if beta != 0 else None
+    with batch_buffers(ctx.kb, K, M, N, _mat(ctx.inputs[1], a), out.dtype, nb, first) as bufs:
+        for i in range(nb):
+            bias = Bias(_bias_mat(ctx.inputs[0], bias_m, M, N, i), beta) if beta != 0 else None
+            emit_gemm(ctx.kb, _mat(ctx.inputs[1], a, i), _mat(ctx.inputs[2], bm, i), _mat(ctx.outputs[0], out, i),
+                      M, K, N, bias=bias, alpha=alpha, blocking=bufs and bufs.blk, buffers=bufs)
 
 
 @lowering("aten::mv")
