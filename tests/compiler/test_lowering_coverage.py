@@ -239,6 +239,12 @@ sample("aten::isposinf", aten.isposinf.default, NON_FINITE)
 sample("aten::select_backward", aten.select_backward.default, randn(130, 70, seed=42), [130, 5, 70], 1, 3)
 sample("aten::slice_backward", aten.slice_backward.default, randn(130, 20, seed=43), [130, 70], 1, 10, 50, 2)
 
+# kernels written for the OpInfo sweep keep their samples beside their dtype and edge-case tests
+from .test_opinfo_lowerings import COVERAGE as _OPINFO_KERNELS  # noqa: E402
+
+for _n, (_op, _args, _kw) in _OPINFO_KERNELS.items():
+    sample(_n, _op, *_args, **_kw)
+
 
 def _copy_from() -> None:
     src, dst = randn(40, 30, seed=39), torch.empty(40, 30, dtype=torch.bfloat16)

@@ -1,5 +1,7 @@
 """The kernel library: importing it registers every lowering."""
 
 from . import (  # noqa: F401
-    activation, attention, elementwise, indexreduce, layernorm, matmul, movement, norm, reduce, softmax,
+    activation, attention, elementwise, indexreduce, layernorm, matmul, movement, norm, pointwise, reduce, reductions,
+    batchnorm, reorder,
+    softmax,
 )

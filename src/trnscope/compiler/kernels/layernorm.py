@@ -298,6 +298,15 @@ def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
     plan = row_plan(shape, rdims, strides, [m.offset for m in metas])
     pieces = free_pieces(plan, MOMENT_PIECE)
     qin, qout = queues(kb)
+    if n == 0:
+        # moments of no elements are NaN (as in ATen): nothing to load, NaN rows are written
+        for t in plan.tiles:
+            for k, o in enumerate(outs):
+                res = kb.tile(t.rows, (1,), o.dtype)
+                kb.emit(Memset(out=res, value=float("nan")))
+                store(kb, qout, res, ctx.outputs[k], o.dtype, t.offsets[1 + k], t.pstrides[1 + k], t.rows, [(1, 1)])
+                kb.release(res)
+        return
     held: list[AP] = []
     for t in plan.tiles:
         rows = t.rows

@@ -199,5 +199,8 @@ def _any(ctx: LoweringContext) -> None:
 
 def _bool_reduce(ctx: LoweringContext, alu: Alu) -> None:
     if ctx.call.inputs[0].dtype.value != "bool":
-        raise NotImplementedError("all/any kernels take bool tensors; other dtypes fall back")
+        from .reductions import reduce_nonzero   # of x != 0, compared on VectorE as the tiles arrive
+
+        reduce_nonzero(ctx, alu)
+        return
     emit_reduce(ctx, alu, mean=False)

@@ -1,0 +1,596 @@
+"""Element-wise activations and math functions built from several engine instructions.
+
+ScalarE's function table has no ELU, log-sigmoid, erfc or logaddexp; a kernel writer composes them
+from the functions it has (exp/expm1, log/log1p, softplus, sigmoid, tanh, erf, sin, round, ...) and
+VectorE's ALU (min/max, comparisons, select). Every kernel streams through
+:func:`elementwise.emit_map` (broadcasting by strides, double-buffered tiles); intermediates are FP32
+SBUF tiles so a BF16 result is rounded once, as ATen's CPU kernels round it. Where ATen's formula
+has special cases (inf, NaN, zeros) the kernel reproduces them with a compare and a select rather
+than changing the answer.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor
+from ..builder import KernelBuilder
+from ..lowering import LoweringContext, OpCall, lowering
+from ..meta import TensorMeta
+from .activation import _Const
+from .common import F32, attr
+from .elementwise import emit_map, temp
+
+_LN2 = math.log(2.0)
+_INV_LN10 = 1.0 / math.log(10.0)
+
+
+def _act(kb: KernelBuilder, func: Act, inp: AP, out: AP, scale=1.0, bias=0.0) -> None:
+    kb.emit(Activation(func=func, inp=inp, out=out, scale=scale, bias=bias))
+
+
+def _tt(kb: KernelBuilder, alu: Alu, a: AP, b: AP, out: AP) -> None:
+    kb.emit(TensorTensor(alu=alu, in0=a, in1=b, out=out))
+
+
+def _ts(kb: KernelBuilder, inp: AP, out: AP, alu0: Alu, s0, alu1: Alu | None = None, s1=None, reverse0=False) -> None:
+    kb.emit(TensorScalar(inp=inp, out=out, alu0=alu0, scalar0=s0, alu1=alu1, scalar1=s1, reverse0=reverse0))
+
+
+def _sel(kb: KernelBuilder, pred: AP, on_true: AP, on_false: AP, out: AP) -> None:
+    kb.emit(Select(pred=pred, on_true=on_true, on_false=on_false, out=out))
+
+
+def _unary(ctx: LoweringContext, compute) -> None:
+    emit_map(ctx, [0], lambda kb, t, out: compute(kb, t[0], out))
+
+
+def _operands(ctx: LoweringContext, names: tuple[str, ...]):
+    """(tensor slots, per-argument source): an argument is a tensor slot of the call or a Scalar
+    (a Scalar-typed argument, or a 0-dim CPU tensor that opcall turned into a value)."""
+    ins = ctx.call.inputs
+    k = 0
+    slots: list[int] = []
+    sources: list[tuple[str, object]] = []
+    for name in names:
+        value = ctx.call.attr(name)
+        if value is not None and not isinstance(value, str):
+            if k < len(ins) and ins[k] is None:
+                k += 1
+            sources.append(("scalar", float(value)))
+        else:
+            while k < len(ins) and ins[k] is None:
+                k += 1
+            sources.append(("tensor", len(slots)))
+            slots.append(k)
+            k += 1
+    return slots, sources
+
+
+def _nary(ctx: LoweringContext, names: tuple[str, ...], compute) -> None:
+    """Stream the named arguments (tensors or scalars held in constant tiles) through
+    ``compute(kb, operands, out)``."""
+    slots, sources = _operands(ctx, names)
+    consts = {i: _Const(ctx.kb, v, F32) for i, (kind, v) in enumerate(sources) if kind == "scalar"}
+
+    def fn(kb, t, out):
+        ops = [t[v] if kind == "tensor" else consts[i](out) for i, (kind, v) in enumerate(sources)]
+        compute(kb, ops, out)
+
+    emit_map(ctx, slots, fn)
+    for c in consts.values():
+        c.release()
+
+
+def _in_dtype(value: float, dtype: DType) -> float:
+    """A Scalar argument as ATen's kernels use it: converted to the tensor's type first."""
+    import numpy as np
+
+    return float(np.asarray(value, dtype=np.float32).astype(dtype.np).astype(np.float32)) if dtype.is_float \
+        else value
+
+
+def _float_only(ctx: LoweringContext) -> None:
+    if not ctx.call.outputs[0].dtype.is_float:
+        raise NotImplementedError(f"{ctx.call.name}: integer results are computed on the CPU")
+
+
+# --- activations ----------------------------------------------------------------------------------------
+
+@lowering("aten::elu", "aten::elu_")
+def _elu(ctx: LoweringContext) -> None:
+    # scale * max(x, 0) + alpha * scale * expm1(input_scale * min(x, 0)): no predicate tile needed
+    alpha, scale = float(attr(ctx, "alpha", 1.0)), float(attr(ctx, "scale", 1.0))
+    in_scale = float(attr(ctx, "input_scale", 1.0))
+
+    def compute(kb, x, out):
+        neg, pos = temp(kb, out), temp(kb, out)
+        _ts(kb, x, neg, Alu.MIN, 0.0)
+        _act(kb, Act.EXPM1, neg, neg, scale=in_scale)
+        _ts(kb, x, pos, Alu.MAX, 0.0, Alu.MULTIPLY, scale)
+        _ts(kb, neg, neg, Alu.MULTIPLY, alpha * scale)
+        _tt(kb, Alu.ADD, pos, neg, out)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::leaky_relu", "aten::leaky_relu_")
+def _leaky_relu(ctx: LoweringContext) -> None:
+    slope = float(attr(ctx, "negative_slope", 0.01))
+
+    def compute(kb, x, out):
+        pred, neg = temp(kb, out), temp(kb, out)
+        _ts(kb, x, pred, Alu.IS_GT, 0.0)
+        _act(kb, Act.COPY, x, neg, scale=slope)
+        _sel(kb, pred, x, neg, out)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::hardsigmoid", "aten::hardsigmoid_")
+def _hardsigmoid(ctx: LoweringContext) -> None:
+    def compute(kb, x, out):
+        r = temp(kb, out)
+        _ts(kb, x, r, Alu.ADD, 3.0, Alu.MAX, 0.0)
+        _ts(kb, r, out, Alu.MIN, 6.0, Alu.DIVIDE, 6.0)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::hardswish", "aten::hardswish_")
+def _hardswish(ctx: LoweringContext) -> None:
+    def compute(kb, x, out):
+        r = temp(kb, out)
+        _ts(kb, x, r, Alu.ADD, 3.0, Alu.MAX, 0.0)
+        _ts(kb, r, r, Alu.MIN, 6.0)
+        _tt(kb, Alu.MULTIPLY, x, r, r)
+        _ts(kb, r, out, Alu.DIVIDE, 6.0)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::softplus")
+def _softplus(ctx: LoweringContext) -> None:
+    beta, threshold = float(attr(ctx, "beta", 1.0)), float(attr(ctx, "threshold", 20.0))
+
+    def compute(kb, x, out):
+        sp, lin = temp(kb, out), temp(kb, out)
+        _act(kb, Act.SOFTPLUS, x, sp, scale=beta)
+        _ts(kb, sp, sp, Alu.DIVIDE, beta)
+        _ts(kb, x, lin, Alu.MULTIPLY, beta, Alu.IS_GT, threshold)   # the linear region
+        _sel(kb, lin, x, sp, out)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::mish", "aten::mish_")
+def _mish(ctx: LoweringContext) -> None:
+    def compute(kb, x, out):
+        r = temp(kb, out)
+        _act(kb, Act.SOFTPLUS, x, r)
+        _act(kb, Act.TANH, r, r)
+        _tt(kb, Alu.MULTIPLY, x, r, out)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::log_sigmoid_forward")
+def _log_sigmoid_forward(ctx: LoweringContext) -> None:
+    # ATen: buffer = exp(-|x|), output = min(x, 0) - log1p(buffer); the second pass writes the buffer
+    def output(kb, x, out):
+        z, m = temp(kb, out), temp(kb, out)
+        _act(kb, Act.ABS, x, z)
+        _act(kb, Act.EXP, z, z, scale=-1.0)
+        _act(kb, Act.LOG1P, z, z)
+        _ts(kb, x, m, Alu.MIN, 0.0)
+        _tt(kb, Alu.SUBTRACT, m, z, out)
+
+    def buffer(kb, x, out):
+        z = temp(kb, out)
+        _act(kb, Act.ABS, x, z)
+        _act(kb, Act.EXP, z, out, scale=-1.0)
+
+    emit_map(ctx, [0], lambda kb, t, out: output(kb, t[0], out), out_index=0)
+    if len(ctx.call.outputs) > 1 and ctx.call.outputs[1].numel:
+        emit_map(ctx, [0], lambda kb, t, out: buffer(kb, t[0], out), out_index=1)
+
+
+@lowering("aten::glu")
+def _glu(ctx: LoweringContext) -> None:
+    """a * sigmoid(b) for the two halves of ``dim``: both halves are views of the input (an offset
+    apart), streamed as two operands."""
+    x = ctx.call.inputs[0]
+    dim = int(attr(ctx, "dim", -1)) % x.ndim
+    half = x.shape[dim] // 2
+    shape = x.shape[:dim] + (half,) + x.shape[dim + 1:]
+    a = TensorMeta(shape, x.stride, x.dtype, x.offset)
+    b = TensorMeta(shape, x.stride, x.dtype, x.offset + half * x.stride[dim])
+    views = LoweringContext(OpCall(ctx.call.name, (a, b), ctx.call.outputs, ctx.call.attrs), ctx.kb,
+                            [ctx.inputs[0], ctx.inputs[0]], ctx.outputs, ctx.label)
+
+    def compute(kb, t, out):
+        s = temp(kb, out)
+        _act(kb, Act.SIGMOID, t[1], s)
+        _tt(kb, Alu.MULTIPLY, t[0], s, out)
+
+    emit_map(views, [0, 1], compute)
+
+
+@lowering("aten::threshold", "aten::threshold_")
+def _threshold(ctx: LoweringContext) -> None:
+    th = float(attr(ctx, "threshold", 0.0))
+    value = _Const(ctx.kb, float(attr(ctx, "value", 0.0)), F32)
+
+    def compute(kb, x, out):
+        keep = temp(kb, out)
+        _ts(kb, x, keep, Alu.IS_GT, th)
+        _sel(kb, keep, x, value(out), out)
+
+    _unary(ctx, compute)
+    value.release()
+
+
+@lowering("aten::softshrink")
+def _softshrink(ctx: LoweringContext) -> None:
+    # x - clamp(x, -l, l): x - l above, x + l below, exactly 0 inside, NaN stays NaN
+    lam = _in_dtype(float(attr(ctx, "lambd", 0.5)), ctx.call.inputs[0].dtype)
+
+    def compute(kb, x, out):
+        c = temp(kb, out)
+        _ts(kb, x, c, Alu.MAX, -lam, Alu.MIN, lam)
+        _tt(kb, Alu.SUBTRACT, x, c, out)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::hardshrink")
+def _hardshrink(ctx: LoweringContext) -> None:
+    lam = _in_dtype(float(attr(ctx, "lambd", 0.5)), ctx.call.inputs[0].dtype)
+    zero = _Const(ctx.kb, 0.0, F32)
+
+    def compute(kb, x, out):
+        inside = temp(kb, out)
+        _act(kb, Act.ABS, x, inside)
+        _ts(kb, inside, inside, Alu.IS_LE, lam)     # NaN compares false: kept, as in ATen
+        _sel(kb, inside, zero(out), x, out)
+
+    _unary(ctx, compute)
+    zero.release()
+
+
+@lowering("aten::logit", "aten::logit_")
+def _logit(ctx: LoweringContext) -> None:
+    eps = ctx.call.attr("eps")
+
+    def compute(kb, x, out):
+        p, q = temp(kb, out), temp(kb, out)
+        if eps is not None:
+            _ts(kb, x, p, Alu.MAX, float(eps), Alu.MIN, 1.0 - float(eps))
+        else:
+            _act(kb, Act.COPY, x, p)
+        _act(kb, Act.COPY, p, q, scale=-1.0, bias=1.0)
+        _tt(kb, Alu.DIVIDE, p, q, p)
+        _act(kb, Act.LOG, p, out)
+
+    _unary(ctx, compute)
+
+
+# --- math functions -------------------------------------------------------------------------------------
+
+@lowering("aten::sinc", "aten::sinc_")
+def _sinc(ctx: LoweringContext) -> None:
+    one = _Const(ctx.kb, 1.0, F32)
+
+    def compute(kb, x, out):
+        s, p, z = temp(kb, out), temp(kb, out), temp(kb, out)
+        _ts(kb, x, p, Alu.MULTIPLY, math.pi)
+        _act(kb, Act.SIN, p, s)
+        _tt(kb, Alu.DIVIDE, s, p, s)
+        _ts(kb, x, z, Alu.IS_EQUAL, 0.0)
+        _sel(kb, z, one(out), s, out)
+
+    _unary(ctx, compute)
+    one.release()
+
+
+@lowering("aten::erfc", "aten::erfc_")
+def _erfc(ctx: LoweringContext) -> None:
+    def compute(kb, x, out):
+        e = temp(kb, out)
+        _act(kb, Act.ERF, x, e)
+        _act(kb, Act.COPY, e, out, scale=-1.0, bias=1.0)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::log10", "aten::log10_")
+def _log10(ctx: LoweringContext) -> None:
+    def compute(kb, x, out):
+        e = temp(kb, out)
+        _act(kb, Act.LOG, x, e)
+        _ts(kb, e, out, Alu.MULTIPLY, _INV_LN10)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::frac", "aten::frac_")
+def _frac(ctx: LoweringContext) -> None:
+    def compute(kb, x, out):
+        t = temp(kb, out)
+        _act(kb, Act.TRUNC, x, t)
+        _tt(kb, Alu.SUBTRACT, x, t, out)
+
+    _unary(ctx, compute)
+
+
+@lowering("aten::sgn", "aten::sgn_")
+def _sgn(ctx: LoweringContext) -> None:
+    _unary(ctx, lambda kb, x, out: _act(kb, Act.SIGN, x, out))
+
+
+def _sign_bit(kb: KernelBuilder, x: AP, out: AP) -> None:
+    """1 where x's sign bit is set, -0.0 included: min(x, 1/x) < 0 (1/-0 = -inf)."""
+    r = temp(kb, out)
+    _act(kb, Act.RECIPROCAL, x, r)
+    _tt(kb, Alu.MIN, x, r, r)
+    _ts(kb, r, out, Alu.IS_LT, 0.0)
+
+
+@lowering("aten::signbit")
+def _signbit(ctx: LoweringContext) -> None:
+    if ctx.call.inputs[0].dtype.is_float:
+        _unary(ctx, _sign_bit)
+    else:
+        _unary(ctx, lambda kb, x, out: _ts(kb, x, out, Alu.IS_LT, 0))
+
+
+@lowering("aten::nan_to_num", "aten::nan_to_num_")
+def _nan_to_num(ctx: LoweringContext) -> None:
+    import ml_dtypes
+    import numpy as np
+
+    dt = ctx.call.outputs[0].dtype
+    if not dt.is_float:
+        _unary(ctx, lambda kb, x, out: kb.copy(x, out))   # integers have no NaN or inf
+        return
+    finfo = np.finfo(ml_dtypes.bfloat16 if dt is DType.bfloat16 else dt.np)
+    values = {"nan": 0.0, "posinf": float(finfo.max), "neginf": float(finfo.min)}
+    consts = {k: _Const(ctx.kb, float(ctx.call.attr(k)) if ctx.call.attr(k) is not None else v, dt)
+              for k, v in values.items()}
+
+    def compute(kb, x, out):
+        pred, r = temp(kb, out), temp(kb, out)
+        _act(kb, Act.IS_NAN, x, pred)
+        _sel(kb, pred, consts["nan"](out), x, r)
+        _ts(kb, x, pred, Alu.IS_EQUAL, float("inf"))
+        _sel(kb, pred, consts["posinf"](out), r, r)
+        _ts(kb, x, pred, Alu.IS_EQUAL, float("-inf"))
+        _sel(kb, pred, consts["neginf"](out), r, out)
+
+    _unary(ctx, compute)
+    for c in consts.values():
+        c.release()
+
+
+@lowering("aten::copysign.Tensor", "aten::copysign.Scalar", "aten::copysign_.Tensor", "aten::copysign_.Scalar")
+def _copysign(ctx: LoweringContext) -> None:
+    def compute(kb, t, out):
+        a, b = t
+        mag, neg, sb = temp(kb, out), temp(kb, out), temp(kb, out)
+        _act(kb, Act.ABS, a, mag)
+        _act(kb, Act.NEG, mag, neg)
+        _sign_bit(kb, b, sb)
+        _sel(kb, sb, neg, mag, out)
+
+    _nary(ctx, ("self", "other"), compute)
+
+
+@lowering("aten::heaviside", "aten::heaviside_")
+def _heaviside(ctx: LoweringContext) -> None:
+    def compute(kb, t, out):
+        x, v = t
+        z, pos = temp(kb, out), temp(kb, out)
+        _ts(kb, x, pos, Alu.IS_GT, 0.0)
+        _ts(kb, x, z, Alu.IS_EQUAL, 0.0)
+        _sel(kb, z, v, pos, out)
+
+    _nary(ctx, ("self", "values"), compute)
+
+
+@lowering("aten::hypot", "aten::hypot_")
+def _hypot(ctx: LoweringContext) -> None:
+    def compute(kb, t, out):
+        a, b = t
+        a2, b2 = temp(kb, out), temp(kb, out)
+        _act(kb, Act.SQUARE, a, a2)
+        _act(kb, Act.SQUARE, b, b2)
+        _tt(kb, Alu.ADD, a2, b2, a2)
+        _act(kb, Act.SQRT, a2, out)
+
+    _nary(ctx, ("self", "other"), compute)
+
+
+def _nan_ignoring(alu: Alu):
+    """fmax/fmin: max/min, but a NaN operand yields the other one (both NaN: NaN)."""
+    def lower_fm(ctx: LoweringContext) -> None:
+        _float_only(ctx)
+
+        def compute(kb, t, out):
+            a, b = t
+            r, na = temp(kb, out), temp(kb, out)
+            _tt(kb, alu, a, b, r)
+            _act(kb, Act.IS_NAN, a, na)
+            _sel(kb, na, b, r, r)
+            _act(kb, Act.IS_NAN, b, na)
+            _sel(kb, na, a, r, out)
+
+        _nary(ctx, ("self", "other"), compute)
+    return lower_fm
+
+
+lowering("aten::fmax")(_nan_ignoring(Alu.MAX))
+lowering("aten::fmin")(_nan_ignoring(Alu.MIN))
+
+
+def _logaddexp(base2: bool):
+    # max(a, b) + log1p(exp(-|a - b|)); equal infinities give themselves (the formula would give NaN)
+    def lower_lae(ctx: LoweringContext) -> None:
+        def compute(kb, t, out):
+            a, b = t
+            m, d, same = temp(kb, out), temp(kb, out), temp(kb, out)
+            _tt(kb, Alu.MAX, a, b, m)
+            _tt(kb, Alu.SUBTRACT, a, b, d)
+            _act(kb, Act.ABS, d, d)
+            if base2:
+                _act(kb, Act.EXP2, d, d, scale=-1.0)
+                _act(kb, Act.LOG1P, d, d)
+                _ts(kb, d, d, Alu.DIVIDE, _LN2)
+            else:
+                _act(kb, Act.EXP, d, d, scale=-1.0)
+                _act(kb, Act.LOG1P, d, d)
+            _tt(kb, Alu.ADD, m, d, d)
+            _act(kb, Act.IS_INF, a, m)
+            _tt(kb, Alu.IS_EQUAL, a, b, same)
+            _tt(kb, Alu.LOGICAL_AND, m, same, same)
+            _sel(kb, same, a, d, out)
+
+        _nary(ctx, ("self", "other"), compute)
+    return lower_lae
+
+
+lowering("aten::logaddexp")(_logaddexp(False))
+lowering("aten::logaddexp2")(_logaddexp(True))
+
+
+def _xlog(func: Act):
+    """x * log(y) (xlogy) or x * log1p(y) (xlog1py): 0 where x == 0, NaN where y is NaN."""
+    def lower_xlog(ctx: LoweringContext) -> None:
+        zero = _Const(ctx.kb, 0.0, F32)
+
+        def compute(kb, t, out):
+            x, y = t
+            r, p = temp(kb, out), temp(kb, out)
+            _act(kb, func, y, r)
+            _tt(kb, Alu.MULTIPLY, x, r, r)
+            _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
+            _sel(kb, p, zero(out), r, r)
+            _act(kb, Act.IS_NAN, y, p)
+            _sel(kb, p, y, r, out)
+
+        _nary(ctx, ("self", "other"), compute)
+        zero.release()
+    return lower_xlog
+
+
+lowering("aten::xlogy.Tensor", "aten::xlogy.Scalar_Other", "aten::xlogy.Scalar_Self", "aten::xlogy_.Tensor",
+         "aten::xlogy_.Scalar_Other")(_xlog(Act.LOG))
+lowering("aten::special_xlog1py", "aten::special_xlog1py.other_scalar",
+         "aten::special_xlog1py.self_scalar")(_xlog(Act.LOG1P))
+
+
+@lowering("aten::special_entr")
+def _entr(ctx: LoweringContext) -> None:
+    # -x log x for x > 0, 0 at 0, -inf below 0, NaN stays NaN
+    consts = {v: _Const(ctx.kb, v, F32) for v in (0.0, float("-inf"))}
+
+    def compute(kb, x, out):
+        r, p = temp(kb, out), temp(kb, out)
+        _act(kb, Act.LOG, x, r)
+        _tt(kb, Alu.MULTIPLY, x, r, r)
+        _act(kb, Act.NEG, r, r)
+        _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
+        _sel(kb, p, consts[0.0](out), r, r)
+        _ts(kb, x, p, Alu.IS_LT, 0.0)
+        _sel(kb, p, consts[float("-inf")](out), r, out)
+
+    _unary(ctx, compute)
+    for c in consts.values():
+        c.release()
+
+
+@lowering("aten::rsub.Tensor", "aten::rsub.Scalar")
+def _rsub(ctx: LoweringContext) -> None:
+    # other - alpha * self
+    alpha = float(attr(ctx, "alpha", 1.0))
+
+    def compute(kb, t, out):
+        x, o = t
+        if alpha != 1.0:
+            s = temp(kb, out, out.dtype if not out.dtype.is_float else F32)
+            _ts(kb, x, s, Alu.MULTIPLY, alpha)
+            x = s
+        _tt(kb, Alu.SUBTRACT, o, x, out)
+
+    _nary(ctx, ("self", "other"), compute)
+
+
+@lowering("aten::pow.Scalar")
+def _pow_scalar_base(ctx: LoweringContext) -> None:
+    base = float(attr(ctx, "self"))
+    emit_map(ctx, [0], lambda kb, t, out: _ts(kb, t[0], out, Alu.POW, base, reverse0=True))
+
+
+# --- rounding division --------------------------------------------------------------------------------------
+
+def _floor_div(kb: KernelBuilder, a: AP, b: AP, out: AP) -> None:
+    """ATen's div_floor_floating: (a - mod(a, b)) / b, floored, nudged up when the quotient's rounding
+    left it more than 0.5 below an integer; a / b when b == 0."""
+    m, d, f = temp(kb, out), temp(kb, out), temp(kb, out)
+    _tt(kb, Alu.MOD, a, b, m)          # Python mod (sign of b): fmod with ATen's sign correction folded in
+    _tt(kb, Alu.SUBTRACT, a, m, d)
+    _tt(kb, Alu.DIVIDE, d, b, d)
+    _act(kb, Act.FLOOR, d, f)
+    _tt(kb, Alu.SUBTRACT, d, f, d)
+    _ts(kb, d, d, Alu.IS_GT, 0.5)
+    _tt(kb, Alu.ADD, f, d, f)
+    _tt(kb, Alu.DIVIDE, a, b, d)
+    _ts(kb, b, m, Alu.IS_EQUAL, 0.0)
+    _sel(kb, m, d, f, out)
+
+
+@lowering("aten::floor_divide", "aten::floor_divide.Scalar", "aten::floor_divide_.Tensor",
+          "aten::floor_divide_.Scalar")
+def _floor_divide(ctx: LoweringContext) -> None:
+    _float_only(ctx)
+    _nary(ctx, ("self", "other"), lambda kb, t, out: _floor_div(kb, t[0], t[1], out))
+
+
+@lowering("aten::div.Tensor_mode", "aten::div.Scalar_mode", "aten::div_.Tensor_mode", "aten::div_.Scalar_mode")
+def _div_mode(ctx: LoweringContext) -> None:
+    mode = ctx.call.attr("rounding_mode")
+    if mode is not None:
+        _float_only(ctx)
+
+    def compute(kb, t, out):
+        a, b = t
+        if mode == "floor":
+            _floor_div(kb, a, b, out)
+        elif mode == "trunc":
+            # ATen truncates a / b computed in the tensor's own type (a BF16 quotient is rounded first)
+            q = temp(kb, out, out.dtype)
+            _tt(kb, Alu.DIVIDE, a, b, q)
+            _act(kb, Act.TRUNC, q, out)
+        else:
+            _tt(kb, Alu.DIVIDE, a, b, out)
+
+    _nary(ctx, ("self", "other"), compute)
+
+
+@lowering("aten::round.decimals", "aten::round_.decimals")
+def _round_decimals(ctx: LoweringContext) -> None:
+    # ATen: nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) * 10^-d for negative d (in FP32)
+    decimals = int(attr(ctx, "decimals", 0))
+    ten_pow = float(DType.float32.np.type(10.0) ** abs(decimals))
+
+    def compute(kb, x, out):
+        r = temp(kb, out)
+        if decimals >= 0:
+            _ts(kb, x, r, Alu.MULTIPLY, ten_pow)
+            _act(kb, Act.ROUND, r, r)
+            _ts(kb, r, out, Alu.DIVIDE, ten_pow)
+        else:
+            _ts(kb, x, r, Alu.DIVIDE, ten_pow)
+            _act(kb, Act.ROUND, r, r)
+            _ts(kb, r, out, Alu.MULTIPLY, ten_pow)
+
+    _unary(ctx, compute)
