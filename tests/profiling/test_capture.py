@@ -175,9 +175,11 @@ def test_cpu_times_exclude_emulator_work(xw, tmp_path):
 
 def test_fallback_ops_are_marked(xw, tmp_path):
     x, _ = xw
+    # float64 has no NeuronCore equivalent: whatever kernels exist, the op runs on the CPU
+    xd = x.to(torch.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prof, where, _ = profile_once(lambda: torch.cumsum(x, 0), tmp_path)
+        prof, where, _ = profile_once(lambda: torch.cumsum(xd, 0), tmp_path)
     doc = load_json(where / "system_trace.json")
     fb = x_events(doc, "cpu_fallback")
     assert fb and all(e["args"]["fallback"] is True for e in fb)
@@ -188,7 +190,18 @@ def test_fallback_ops_are_marked(xw, tmp_path):
 
 def test_nc_selection_excluding_core_0_captures_nothing(xw, tmp_path):
     x, w = xw
-    cfg = NeuronConfig(profile_output_dir=tmp_path, capture_enabled_for_nc="1-3")
+    # cores that exist but did no work: an empty but legitimate capture, no warning
+    others = f"1-{torch.neuron.device_count() - 1}" if torch.neuron.device_count() > 1 else None
+    if others is not None:
+        cfg = NeuronConfig(profile_output_dir=tmp_path / "others", capture_enabled_for_nc=others)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NeuronProfilerWarning)
+            prof, where, _ = profile_once(lambda: naive(x, w), None, modes=cfg)
+        assert not _device_rows(prof)
+        assert load_manifest(where)["window"]["executions"] == 0
+    # cores this process does not have: nothing can be captured, which the user is told
+    missing = torch.neuron.device_count() + 3
+    cfg = NeuronConfig(profile_output_dir=tmp_path / "missing", capture_enabled_for_nc=f"{missing}-{missing + 2}")
     with pytest.warns(NeuronProfilerWarning, match="selects none"):
         prof, where, _ = profile_once(lambda: naive(x, w), None, modes=cfg)
     assert not _device_rows(prof)
@@ -277,3 +290,22 @@ def test_step_names_are_kept_in_key_averages(xw, tmp_path):
                 prof.step()
     keys = [e.key for e in prof.key_averages()]
     assert any(re.fullmatch(r"ProfilerStep\*", k) for k in keys)
+
+
+def test_recording_work_is_cut_from_host_time(xw, tmp_path):
+    """The profiler's own bookkeeping (span open/close, markers) happens inside emulation cuts, so
+    it never shows as the op's CPU time: every span edge and marker lies in a cut of the clock."""
+    x, w = xw
+    prof, _, _ = profile_once(lambda: naive(x, w), tmp_path, export=False)
+    window = prof.profiler._trnscope_window
+    cm = window.clockmap
+    spans = markers = 0
+    for e in prof.profiler.kineto_results.events():
+        start, end = e.start_ns(), e.start_ns() + e.duration_ns()
+        if e.name() == "trnscope::dispatch":
+            spans += 1
+            assert window.clock.in_cut(cm.real(start)) and window.clock.in_cut(cm.real(end) - 1), e.name()
+        elif e.name().startswith("trnscope::exec#"):
+            markers += 1
+            assert cm.in_cut(start, end), e.name()
+    assert spans >= 6 and markers == 6

@@ -94,21 +94,31 @@ class _SpanExecutor:
     host views would only be recorded to be dropped again, and recording them is most of the
     profiler's overhead on small ops. The markers of executions made inside are emitted as the
     span closes (RecordFunction on again, still inside the span, so still inside the op).
+
+    The wrapper's own work (opening and closing the span, the markers) runs in emulation cuts: it
+    is the profiler recording the emulator, which Neuron's runtime does natively, and left on the
+    clock it would add its cost (several µs per call, more right after the emulator's numerics
+    have cooled the caches) to every op's CPU time in the profile. The inner call itself is not
+    cut here: a CPU fallback in it is real host time.
     """
 
     def __init__(self, inner) -> None:
         self.inner = inner
 
     def execute(self, call):
-        with _RF(SPAN_NAME):
+        clock = runtime.CLOCK
+        span = _RF(SPAN_NAME)
+        with clock.emulation():
+            span.__enter__()
             depth = getattr(_tls, "depth", 0)
             _tls.depth = depth + 1
             if depth == 0:
                 _tls.pending = []
                 _enable_record_function(False)
-            try:
-                return self.inner.execute(call)
-            finally:
+        try:
+            return self.inner.execute(call)
+        finally:
+            with clock.emulation():
                 _tls.depth = depth
                 if depth == 0:
                     _enable_record_function(True)
@@ -116,6 +126,7 @@ class _SpanExecutor:
                         with _RF(f"{MARKER_PREFIX}{seq}"):
                             pass
                     _tls.pending = []
+                span.__exit__(None, None, None)
 
     def synchronize(self, device: int) -> None:
         return self.inner.synchronize(device)
@@ -159,6 +170,11 @@ class Window:
 
     # --- runtime hook (runs on the dispatching thread, inside the op) -----------------------
     def on_record(self, ex) -> None:
+        # recording is the profiler's work, not the user's: cut from the clock like the span's
+        with self.clock.emulation():
+            self._on_record(ex)
+
+    def _on_record(self, ex) -> None:
         try:
             with self._lock:
                 self.captured.append(ex)

@@ -11,7 +11,7 @@ the PyTorch profiler (see :mod:`.capture`):
   inside is emulator machinery (Python frames, host views, NumPy numerics, simulation) that a real
   NeuronCore backend does in C++ or on the device. It is dropped, together with trnscope's own
   Python frames (``with_stack=True``) and anything recorded wholly inside an emulation cut of the
-  clock; the span's own time stays with the op as host dispatch time.
+  clock; whatever of the span's time the clock did not cut (a CPU fallback) stays with the op.
 * ``trnscope::exec#<seq>`` markers, emitted by the runtime's ``on_record`` hook on the thread that
   dispatched execution ``seq``, inside the op: the nearest kept ancestor of the marker is the op
   that dispatched it. No clock arithmetic is involved, so the link is exact.

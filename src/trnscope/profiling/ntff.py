@@ -24,7 +24,12 @@ simulated timeline, so it is stored once and ``header["executions"]`` lists when
 * ``dma``: one row per DMA transfer: id, queue, trigger_ns, data_start_ns, end_ns, transfer_bytes,
   hbm_read_bytes, hbm_write_bytes, operands, framework_op;
 * ``semaphore``: one row per semaphore wait or signal: instruction id, engine, semaphore, kind
-  (``wait``/``signal``), value, time_ns (wait: instruction start; signal: instruction end), wait_ns.
+  (``wait``/``signal``), value, time_ns (wait: instruction start; signal: instruction end), wait_ns;
+* ``allocation`` (since 1.1): one row per live range of SBUF/PSUM bytes, derived from the
+  instructions' access patterns (see :func:`allocation_table`): id, space, offset, end_offset,
+  bytes_per_partition, partitions, start_ns, end_ns, first_instruction, last_instruction,
+  framework_op. With ``header["memory"]`` (the capacities of the target) it gives the SBUF and PSUM
+  usage counters. Files without it (1.0) still read; they simply have no usage counters.
 
 ``max_events_per_nc`` caps the instruction rows written per NeuronCore in one profile window; a
 capped file says ``truncated: true`` and how many rows it holds of how many.
@@ -40,7 +45,7 @@ from collections import OrderedDict
 import orjson
 
 MAGIC = b"NTFF"
-VERSION = (1, 0)
+VERSION = (1, 1)  # 1.1 added the allocation table and header["memory"]
 _HEAD = struct.Struct("<4sHHIQ32s")
 
 _INSTRUCTION_COLUMNS = [
@@ -51,6 +56,8 @@ _INSTRUCTION_COLUMNS = [
 _DMA_COLUMNS = ["id", "queue", "trigger_ns", "data_start_ns", "end_ns", "transfer_bytes", "hbm_read_bytes",
                 "hbm_write_bytes", "operands", "framework_op"]
 _SEM_COLUMNS = ["instruction_id", "engine", "semaphore", "kind", "value", "time_ns", "wait_ns"]
+_ALLOC_COLUMNS = ["id", "space", "offset", "end_offset", "bytes_per_partition", "partitions", "start_ns", "end_ns",
+                  "first_instruction", "last_instruction", "framework_op"]
 
 # encoded tables per (neff id, target, limit), kept across windows with precache_node_info=True
 _cache: "OrderedDict[tuple, dict]" = OrderedDict()
@@ -100,7 +107,110 @@ def tables_of(timeline, limit: int | None = None) -> dict[str, dict[str, list]]:
                 sem["value"].append(int(v))
                 sem["time_ns"].append(t)
                 sem["wait_ns"].append(r["evt_wait_time_ns"] if kind == "wait" else 0.0)
-    return {"instruction": ins, "dma": dma, "semaphore": sem}
+    return {"instruction": ins, "dma": dma, "semaphore": sem, "allocation": allocation_table(timeline, limit)}
+
+
+def allocation_table(timeline, limit: int | None = None) -> dict[str, list]:
+    """Live ranges of on-chip memory (SBUF, PSUM), from the access patterns and the timeline.
+
+    A Program names no allocations, only the byte ranges each instruction reads and writes (the
+    compiler's arenas reserve the same range in every partition, so a range is what a tile
+    holds). Every range is cut at every boundary any access uses, and each piece is followed in
+    program order (the semaphores make that the order in time too): a write starts a new value
+    unless the value there has not been read yet by another instruction (accumulation, in-place
+    updates and tiles filled piece by piece keep one value); the value is live from the start of
+    the instruction that opened it to the end of its last read (or last write, if never read).
+    Pieces opened and closed by the same two instructions form one row, so a row's bytes are
+    all live over its whole [start_ns, end_ns) and rows of one space never double count a byte.
+    """
+    import numpy as np
+
+    program = timeline.program
+    n = len(program.instructions) if limit is None else min(limit, len(program.instructions))
+    ins_id, space_of, lo, hi, parts, write = [], [], [], [], [], []
+    for i, ins in enumerate(program.instructions[:n]):
+        for is_write, aps in ((0, ins.reads()), (1, ins.writes())):
+            for ap in aps:
+                if not ap.on_chip:
+                    continue
+                ins_id.append(i)
+                space_of.append(0 if ap.space.value == "sbuf" else 1)
+                lo.append(ap.offset)
+                hi.append(ap.offset + ap.extent_bytes())
+                parts.append(ap.start + ap.partitions)
+                write.append(is_write)
+    out: dict[str, list] = {c: [] for c in _ALLOC_COLUMNS}
+    if not ins_id:
+        return out
+    ins_id, space_of = np.asarray(ins_id, np.int64), np.asarray(space_of, np.int64)
+    lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+    parts, write = np.asarray(parts, np.int64), np.asarray(write, np.int64)
+    start = np.asarray(timeline.start_ns[:n], np.float64)
+    end = np.asarray(timeline.end_ns[:n], np.float64)
+    ops = program.ops
+    rows = 0
+    for space, space_name in ((0, "sbuf"), (1, "psum")):
+        mine = np.flatnonzero(space_of == space)
+        if not len(mine):
+            continue
+        bounds = np.unique(np.concatenate((lo[mine], hi[mine])))
+        first_seg = np.searchsorted(bounds, lo[mine])
+        count = np.searchsorted(bounds, hi[mine]) - first_seg
+        keep = count > 0
+        mine, first_seg, count = mine[keep], first_seg[keep], count[keep]
+        # one event per (access, piece it covers)
+        access = np.repeat(mine, count)
+        seg = np.repeat(first_seg, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+        order = np.lexsort((write[access], ins_id[access], seg))  # by piece, program order, reads first
+        access, seg = access[order], seg[order]
+        ev_ins, ev_write = ins_id[access], write[access]
+        new = np.ones(len(seg), bool)
+        same_piece = seg[1:] == seg[:-1]
+        read_by_other = (ev_write[:-1] == 0) & (ev_ins[:-1] != ev_ins[1:])
+        new[1:] = ~same_piece | ((ev_write[1:] == 1) & read_by_other)
+        value = np.cumsum(new) - 1
+        n_values = int(value[-1]) + 1
+        opener = ev_ins[new]
+        piece = seg[new]
+        # closer: the read (or, for a value never read, the write) that ends last
+        ev_end = end[ev_ins]
+        has_read = np.zeros(n_values, bool)
+        has_read[value[ev_write == 0]] = True
+        candidate = np.where((ev_write == 0) | ~has_read[value], ev_end, -np.inf)
+        last = np.full(n_values, -np.inf)
+        np.maximum.at(last, value, candidate)
+        is_last = candidate == last[value]
+        closer = np.full(n_values, -1, np.int64)
+        closer[value[is_last]] = ev_ins[is_last]  # ties: the last in program order wins
+        width = np.maximum.reduceat(parts[access], np.flatnonzero(new))
+        size = bounds[piece + 1] - bounds[piece]
+        groups, inverse = np.unique(np.stack((opener, closer)), axis=1, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        g = groups.shape[1]
+        nbytes = np.bincount(inverse, weights=size, minlength=g).astype(np.int64)
+        g_lo = np.full(g, np.iinfo(np.int64).max)
+        g_hi = np.zeros(g, np.int64)
+        g_parts = np.zeros(g, np.int64)
+        np.minimum.at(g_lo, inverse, bounds[piece])
+        np.maximum.at(g_hi, inverse, bounds[piece + 1])
+        np.maximum.at(g_parts, inverse, width)
+        first, final = groups[0], groups[1]
+        order = np.lexsort((g_lo, start[first]))
+        for k in order.tolist():
+            op = program.instructions[int(first[k])].op
+            out["id"].append(rows)
+            out["space"].append(space_name)
+            out["offset"].append(int(g_lo[k]))
+            out["end_offset"].append(int(g_hi[k]))
+            out["bytes_per_partition"].append(int(nbytes[k]))
+            out["partitions"].append(int(g_parts[k]))
+            out["start_ns"].append(float(start[first[k]]))
+            out["end_ns"].append(float(max(end[final[k]], start[first[k]])))
+            out["first_instruction"].append(int(first[k]))
+            out["last_instruction"].append(int(final[k]))
+            out["framework_op"].append(ops[op] if 0 <= op < len(ops) else "")
+            rows += 1
+    return out
 
 
 def _parquet(columns: dict[str, list]) -> bytes:
@@ -145,6 +255,7 @@ def write_ntff(path, header: dict, timeline, limit: int | None = None, cache_key
     head["format"] = "trnscope-ntff"
     head["version"] = list(VERSION)
     head["tables"] = index
+    head.setdefault("memory", memory_capacity(timeline.spec))
     hjson = orjson.dumps(head, option=orjson.OPT_SERIALIZE_NUMPY)
     blob = _HEAD.pack(MAGIC, VERSION[0], VERSION[1], len(hjson), len(body), hashlib.sha256(body).digest())
     with open(path, "wb") as f:
@@ -152,6 +263,13 @@ def write_ntff(path, header: dict, timeline, limit: int | None = None, cache_key
         f.write(hjson)
         f.write(body)
     return len(blob) + len(hjson) + len(body)
+
+
+def memory_capacity(spec) -> dict:
+    """On-chip capacities of the target, for usage as a share of capacity (header["memory"])."""
+    return {"partitions": spec.partitions,
+            "sbuf_bytes_per_partition": spec.sbuf_bytes_per_partition, "sbuf_bytes": spec.sbuf_bytes,
+            "psum_bytes_per_partition": spec.psum_bytes_per_partition, "psum_bytes": spec.psum_bytes}
 
 
 def read_header(path) -> dict:
