@@ -2,7 +2,10 @@
 and large (16M elements) tensors, for a few common ops. Targets: small <= 5x CPU eager, large
 <= 1.3x (the emulator computes numbers with ATen on the host, so large ops should cost about what
 CPU costs; small ops pay the dispatch path). Also prints the emulated host time per op, which is
-what profiles show, next to the simulated device time."""
+what profiles show, next to the simulated device time (0 us: everything trnscope does to serve an
+op is emulator work, cut from the clock; the host time a profile shows is PyTorch's own).
+
+Wall-clock ratios swing with machine load; run it more than once."""
 
 from __future__ import annotations
 

@@ -51,13 +51,19 @@ def test_results_of_ops_are_device_allocations():
 
 
 def test_peak_and_reset():
+    torch.neuron.empty_cache()
     torch.neuron.reset_peak_memory_stats()
     base = torch.neuron.memory_allocated()
     assert torch.neuron.max_memory_allocated() == base
     x = torch.empty(1 << 18, dtype=torch.uint8, device="neuron")
     del x
     assert torch.neuron.max_memory_allocated() == base + (1 << 18)
+    # reserved = allocated + freed buffers cached for reuse: the freed 256 KiB stays reserved
+    assert torch.neuron.memory_reserved() == base + (1 << 18)
     assert torch.neuron.max_memory_reserved() == base + (1 << 18)
+    y = torch.empty(1 << 18, dtype=torch.uint8, device="neuron")  # reuses the cached buffer
+    assert torch.neuron.max_memory_reserved() == base + (1 << 18)
+    del y
     torch.neuron.reset_peak_memory_stats()
     assert torch.neuron.max_memory_allocated() == base
     torch.neuron.empty_cache()

@@ -30,14 +30,15 @@ def test_torch_neuron_is_the_device_module():
     assert torch.neuron is mod
     assert sys.modules["torch.neuron"] is mod
     assert torch.neuron.is_available()
-    assert torch.neuron.device_count() == 1
+    assert torch.neuron.device_count() == hw.get_spec().cores_per_chip
     assert torch.neuron.current_device() == 0
     torch.neuron.set_device(0)
     torch.neuron.set_device("neuron:0")
-    with pytest.raises(RuntimeError, match="Invalid device"):
-        torch.neuron.set_device(1)
-    with torch.neuron.device(0):
-        pass
+    with pytest.raises(RuntimeError, match="Invalid device neuron:99.*TRNSCOPE_INSTANCE"):
+        torch.neuron.set_device(99)
+    with torch.neuron.device(1):
+        assert torch.neuron.current_device() == 1
+    assert torch.neuron.current_device() == 0
     torch.neuron.synchronize()
     assert hw.get_spec().neuroncore in torch.neuron.get_device_name()
 
@@ -45,7 +46,7 @@ def test_torch_neuron_is_the_device_module():
 def test_torch_accelerator_resolves_to_neuron():
     assert torch.accelerator.is_available()
     assert torch.accelerator.current_accelerator() == torch.device("neuron")
-    assert torch.accelerator.device_count() == 1
+    assert torch.accelerator.device_count() == hw.get_spec().cores_per_chip
     assert torch.accelerator.current_device_index() == 0
     assert torch.accelerator.current_stream().device.type == "neuron"
 

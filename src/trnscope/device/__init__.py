@@ -10,8 +10,9 @@ How a ``neuron`` tensor holds its data (:mod:`.memory`, :mod:`._dlpack`): it is 
 strided ATen TensorImpl with the PrivateUse1 dispatch key on a PrivateUse1 storage whose bytes are
 host memory owned through a DLPack import. Views, strides, storage offsets and aliasing are
 therefore ATen's own; view ops run ATen's CPU metadata kernels on the ``neuron`` tensor itself;
-a kernel computes on a zero-copy CPU view of the same bytes (:func:`host_view`). Allocations and
-frees are counted against one NeuronCore's HBM capacity.
+a kernel computes on a zero-copy CPU view of the same bytes (:func:`host_view`). There is one
+device per NeuronCore of the emulated chip (``neuron:0`` .. ``neuron:N-1``, :mod:`._devices`);
+allocations and frees are counted per core against one NeuronCore's HBM capacity.
 
 How ops run (:mod:`.kernels`, :mod:`.dispatch`, :mod:`.host`): a boxed fallback on PrivateUse1
 plus a few explicit kernels send every ATen op that reaches the device to ONE entry point,

@@ -1,42 +1,74 @@
 """How many NeuronCores the process sees, and which one is current.
 
-One: PyTorch's Python backend path registers a device guard that always reports device 0 and
-one device (torch/csrc/acc/Module.cpp), and autograd sizes its device threads from it, so a
-second ``neuron`` index could not work through backward. The emulated instance's other cores are a
-runtime concern (multi-core programs), not separate torch devices, for now.
+One ``neuron`` device per NeuronCore of the emulated chip: ``cores_per_chip`` of the hardware
+spec in force (trn2: 8, trn1: 2; ``$TRNSCOPE_INSTANCE`` or :func:`trnscope.hw.set_instance`).
+The current device is per thread, as CUDA's is, and starts at 0.
+
+PyTorch's C++ side cannot be told any of this by a Python backend: the device guard that
+``torch._C._acc`` registers for PrivateUse1 always reports device 0 of 1 and ignores
+``setDevice`` (torch/csrc/acc/Module.cpp). trnscope therefore answers every question about
+devices itself: factories, ``.to()``, ``torch.neuron``, and the ``torch.accelerator`` bindings
+(:mod:`.accelerator`). The autograd engine sizes its per-device worker queues from that guard (one
+queue); :mod:`.accelerator` makes backward passes run on the calling thread once a second
+NeuronCore is in use, so that tensors on ``neuron:1`` and above can take part in them.
 """
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
+from trnscope.hw import get_spec
+
 BACKEND = "neuron"
-DEVICE_COUNT = 1
+_state = threading.local()
+# called the first time a thread makes a core other than 0 current (see .accelerator)
+on_other_core = None
 
 
 def device_count() -> int:
-    return DEVICE_COUNT
+    return int(get_spec().cores_per_chip)
 
 
 def current() -> int:
-    return 0
+    return getattr(_state, "index", 0)
+
+
+def set_current(index: int) -> int:
+    """Make NeuronCore ``index`` current on this thread (validated); returns the previous one."""
+    global on_other_core
+    prev = current()
+    _state.index = _check(index)
+    if index and on_other_core is not None:
+        hook, on_other_core = on_other_core, None
+        hook()
+    return prev
+
+
+def _check(index: int) -> int:
+    count = device_count()
+    if not 0 <= index < count:
+        spec = get_spec()
+        raise RuntimeError(
+            f"Invalid device {BACKEND}:{index}: this process emulates {spec.instance} with {count} "
+            f"NeuronCore(s) ({BACKEND}:0 to {BACKEND}:{count - 1}). Use an index in that range, or "
+            f"emulate another instance (TRNSCOPE_INSTANCE=trn1|trn2, or trnscope.hw.set_instance)."
+        )
+    return index
 
 
 def index_of(device) -> int:
     """The NeuronCore index of ``device`` (None, int, str or torch.device); validated."""
     if device is None:
         return current()
-    if isinstance(device, int):
-        index = device
-    else:
-        if not isinstance(device, torch.device):
-            device = torch.device(device)
-        if device.type != BACKEND:
-            raise ValueError(f"expected a {BACKEND} device, got {device}")
-        index = current() if device.index is None else device.index
-    if not 0 <= index < DEVICE_COUNT:
-        raise RuntimeError(
-            f"Invalid device {BACKEND}:{index}: this process has {DEVICE_COUNT} NeuronCore(s) "
-            f"({BACKEND}:0)"
-        )
-    return index
+    if type(device) is int:
+        return _check(device)
+    if not isinstance(device, torch.device):
+        if isinstance(device, int):
+            return _check(int(device))
+        device = torch.device(device)
+    if device.type != BACKEND:
+        raise ValueError(f"expected a {BACKEND} device, got {device}")
+    index = device.index
+    return current() if index is None else _check(index)

@@ -63,6 +63,18 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
+_DEVICE_OFFSET = _DLManagedTensor.dl_tensor.offset + _DLTensor.device.offset
+_devices: dict[int, ctypes.Array] = {}
+
+
+def _device_bytes(device_index: int) -> ctypes.Array:
+    """The DLDevice (kDLExtDev, index) as raw bytes, built once per index."""
+    raw = _devices.get(device_index)
+    if raw is None:
+        raw = _devices[device_index] = (ctypes.c_int32 * 2)(K_DL_EXT_DEV, device_index)
+    return raw
+
+
 def import_host(
     holder: torch.Tensor, nbytes: int, device_index: int, on_free: Callable[[], None]
 ) -> tuple[torch.Tensor, weakref.ref]:
@@ -74,13 +86,15 @@ def import_host(
     """
     array = holder.numpy()
     capsule = array.__dlpack__()
-    managed = _DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
-    dl = managed.dl_tensor
-    if dl.ndim != 1 or dl.data != holder.data_ptr() or dl.byte_offset != 0:  # pragma: no cover
-        raise RuntimeError("trnscope: unexpected DLPack export from NumPy")
-    dl.device.device_type = K_DL_EXT_DEV
-    dl.device.device_id = device_index
-    dl.shape[0] = nbytes
+    address = _capsule_pointer(capsule, b"dltensor")
+    # every allocation passes here: write the device with one memmove rather than through
+    # ctypes field descriptors
+    ctypes.memmove(address + _DEVICE_OFFSET, _device_bytes(device_index), 8)
+    if nbytes != holder.shape[0]:
+        dl = _DLManagedTensor.from_address(address).dl_tensor
+        if dl.ndim != 1 or dl.data != holder.data_ptr() or dl.byte_offset != 0:  # pragma: no cover
+            raise RuntimeError("trnscope: unexpected DLPack export from NumPy")
+        dl.shape[0] = nbytes
 
     def _dead(_ref, on_free=on_free):
         try:

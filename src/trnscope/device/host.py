@@ -82,9 +82,10 @@ def _is_neuron(t: torch.Tensor) -> bool:
 class _Mapping:
     """Arguments mapped to the host for one op, and the way back."""
 
-    __slots__ = ("views", "bases", "cpu", "device", "adopted")
+    __slots__ = ("views", "bases", "cpu", "device", "adopted", "other")
 
     def __init__(self) -> None:
+        self.other: int | None = None  # a second NeuronCore among the arguments
         self.views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(host view) -> (view, neuron)
         self.bases: dict[int, torch.Tensor] = {}  # storage address -> a neuron tensor on it
         self.cpu: list[torch.Tensor] = []  # CPU tensors among the arguments
@@ -94,8 +95,11 @@ class _Mapping:
     def to_host(self, x):
         if isinstance(x, torch.Tensor):
             if _is_neuron(x):
+                index = x.get_device()
                 if self.device is None:
-                    self.device = x.device.index or 0
+                    self.device = index
+                elif index != self.device:
+                    self.other = index
                 v = memory.host_view(x)
                 self.views[id(v)] = (v, x)
                 ptr = x.untyped_storage().data_ptr()
@@ -114,6 +118,12 @@ class _Mapping:
         return x
 
     def check_devices(self, op) -> None:
+        if self.other is not None:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{BACKEND}:{self.device} and {BACKEND}:{self.other}! (when running {op.name()}). Move "
+                f"them to one NeuronCore first, e.g. with .to(\"{BACKEND}:{self.device}\")."
+            )
         if self.views and self.cpu:
             for c in self.cpu:
                 if c.dim() > 0 and c.device.type == "cpu":
@@ -138,7 +148,7 @@ class _Mapping:
                     o = o.clone()  # never hand a CPU argument's memory to the device
                     st = o.untyped_storage()
                     ptr = st.data_ptr()
-                nst = memory.adopt(st, self.device or 0)
+                nst = memory.adopt(st, self.device if self.device is not None else _devices.current())
                 if ptr:
                     self.adopted[ptr] = nst
             return memory.wrap(nst, o.dtype, o.size(), o.stride(), o.storage_offset())
@@ -233,7 +243,7 @@ def _as_tensors(info: _OpInfo, names: frozenset, args: tuple, kwargs: dict):
     return tuple(args), kwargs
 
 
-def _run_on_host(op, info: _OpInfo, call, hargs: tuple, hkwargs: dict, kwargs: dict):
+def _run_on_host(op, info: _OpInfo, call, hargs: tuple, hkwargs: dict, kwargs: dict, device: int | None):
     if call is op and info.tensor_args:
         # a scalar that C++ wrapped as a tensor ("wrapped number") reaches Python as a number, and
         # most overloads do not take numbers for tensors: use the overload that takes a Scalar
@@ -246,7 +256,7 @@ def _run_on_host(op, info: _OpInfo, call, hargs: tuple, hkwargs: dict, kwargs: d
             else:
                 hargs, hkwargs = _as_tensors(info, names, hargs, hkwargs)
     if info.seeded and kwargs.get("generator") is None:
-        with rng.active():
+        with rng.active(device if device is not None else _devices.current()):
             return call(*hargs, **hkwargs)
     return call(*hargs, **hkwargs)
 
@@ -260,7 +270,7 @@ def _compute(op, args: tuple, kwargs: dict, host_op=None):
     if info.check_devices:
         m.check_devices(op)
     try:
-        out = _run_on_host(op, info, host_op if host_op is not None else op, hargs, hkwargs, kwargs)
+        out = _run_on_host(op, info, host_op if host_op is not None else op, hargs, hkwargs, kwargs, m.device)
     except RuntimeError as e:
         if info.out_names and "not resizable" in str(e):
             return _compute_growing_outs(op, args, kwargs, info)
@@ -282,7 +292,7 @@ def _compute_growing_outs(op, args: tuple, kwargs: dict, info: _OpInfo):
             hkwargs[k] = h
         else:
             hkwargs[k] = m.to_host(v)
-    out = _run_on_host(op, info, op, hargs, hkwargs, kwargs)
+    out = _run_on_host(op, info, op, hargs, hkwargs, kwargs, m.device)
     for h, n in fresh.values():
         nst = memory.adopt(h.untyped_storage(), n.device.index or 0)
         memory.set_metadata(n, nst, h.storage_offset(), h.size(), h.stride())

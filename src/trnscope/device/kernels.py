@@ -24,7 +24,7 @@ import traceback
 
 import torch
 
-from . import dispatch, host
+from . import dispatch, host, memory
 
 KEY = "PrivateUse1"
 
@@ -65,22 +65,23 @@ _BIT_AWARE = (torch.ops.aten._copy_from.default, torch.ops.aten._copy_from_and_r
 
 def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
              memory_format=None):
-    """ATen's CompositeExplicitAutograd ``_to_copy``, less one thing: a non-blocking copy from the
-    device to the CPU does not ask for pinned host memory, which a Python backend cannot provide
-    (PyTorch would fail ``x.to("cpu", non_blocking=True)``). Copies are synchronous here anyway.
-    A decomposition, like the composite it replaces: its allocation and copy reach ``execute``."""
+    """ATen's CompositeExplicitAutograd ``_to_copy``, with the pinned host memory of
+    :mod:`.pinned` where ATen would ask the C++ pinned allocator a Python backend cannot register:
+    like ATen, a non-blocking copy from the device to the CPU lands in pinned memory (so the host
+    need not wait for it). A decomposition, like the composite it replaces: its allocation and copy
+    reach ``execute``."""
     if layout is not None and layout != torch.strided:
         raise RuntimeError(f"neuron tensors cannot be copied to layout {layout}")
     dtype = self.dtype if dtype is None else dtype
     device = self.device if device is None else torch.device(device)
-    pin = bool(pin_memory) and device.type == "cpu"
+    pin = (bool(pin_memory) or bool(non_blocking)) and device.type == "cpu"
     if memory_format is None or memory_format == torch.preserve_format:
-        out = torch.empty_like(self, dtype=dtype, device=device, pin_memory=pin,
-                               memory_format=torch.preserve_format)
+        out = torch.empty_like(self, dtype=dtype, device=device, memory_format=torch.preserve_format)
     else:
-        out = torch.empty(self.size(), dtype=dtype, device=device, pin_memory=pin,
-                          memory_format=memory_format)
-    out.copy_(self)
+        out = torch.empty(self.size(), dtype=dtype, device=device, memory_format=memory_format)
+    if pin:
+        out = memory.pinned_empty_strided(out.size(), out.stride(), out.dtype)
+    out.copy_(self, non_blocking=non_blocking)
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Sequence
 
 import torch
@@ -48,6 +49,7 @@ class DeviceMemoryStats:
     num_ooms: int = 0
     blocks: int = 0
     peak_blocks: int = 0
+    peak_reserved: int = 0  # allocated + cached for reuse, at its highest
 
 
 class _Block:
@@ -81,50 +83,67 @@ def _device_stats(index: int) -> DeviceMemoryStats:
 # MiB to the OS (munmap) and faulting fresh pages in again costs the host milliseconds that are an
 # emulation artefact. What the cache holds counts as reserved memory; empty_cache() returns it.
 POOL_BYTES = int(os.environ.get("TRNSCOPE_HOST_CACHE_BYTES", str(4 << 30)))
-_pool: dict[tuple[int, int], list[torch.Tensor]] = {}
+# (device, size) -> cached (holder, host storage) pairs: the CPU storage over a buffer is kept
+# with it, so reusing a buffer builds no new storage object
+_pool: dict[tuple[int, int], list[tuple[torch.Tensor, torch.UntypedStorage]]] = {}
 _pooled: dict[int, int] = {}
+_pooled_total = 0
 
 
 def _on_free(key: int) -> None:
-    dropped = []
+    global _pooled_total
+    dropped = None
     with _lock:
         blk = _blocks.pop(key, None)
         if blk is None:
             return
-        st = _device_stats(blk.device)
+        st = _stats[blk.device]
         st.allocated -= blk.nbytes
         st.freed_total += blk.nbytes
         st.num_frees += 1
         st.blocks -= 1
-        if blk.holder is not None:
-            size = blk.holder.numel()
-            _pool.setdefault((blk.device, size), []).append(blk.holder)
+        holder = blk.holder
+        if holder is not None:
+            blk.holder = None
+            size = holder.numel()
+            free = _pool.get((blk.device, size))
+            if free is None:
+                free = _pool[(blk.device, size)] = []
+            free.append((holder, blk.host))
             _pooled[blk.device] = _pooled.get(blk.device, 0) + size
-            if sum(_pooled.values()) > POOL_BYTES:
+            _pooled_total += size
+            if _pooled_total > POOL_BYTES:
                 dropped = _drain()
-        blk.holder = None
-    _release(dropped)
+    if dropped:
+        _release(dropped)
 
 
-def _take_pooled(size: int, device: int) -> torch.Tensor | None:
+def _take_pooled(size: int, device: int):
+    """A cached (holder, host storage) pair of ``size`` bytes for ``device``, or None."""
+    global _pooled_total
     with _lock:
         free = _pool.get((device, size))
         if not free:
             return None
         _pooled[device] -= size
+        _pooled_total -= size
         return free.pop()
 
 
-def _drain(device: int | None = None) -> list[torch.Tensor]:
+def _drain(device: int | None = None) -> list:
     """Take every cached buffer (of ``device``) out of the cache (lock held by the caller)."""
+    global _pooled_total
     out = []
     for key in [k for k in _pool if device is None or k[0] == device]:
         out.extend(_pool.pop(key))
+        _pooled_total -= _pooled[key[0]]
         _pooled[key[0]] = 0
+    if device is None:
+        _pooled_total = 0
     return out
 
 
-def _release(buffers: list[torch.Tensor]) -> None:
+def _release(buffers: list) -> None:
     """Give cached buffers back to the OS: emulator work, cut from the emulated clock."""
     if not buffers:
         return
@@ -176,6 +195,29 @@ def reset_peak(device: int = 0) -> None:
         s = _device_stats(device)
         s.peak = s.allocated
         s.peak_blocks = s.blocks
+        s.peak_reserved = s.allocated + _pooled.get(device, 0)
+
+
+def nested_stats(device: int = 0) -> dict:
+    """The counters of ``device`` nested as CUDA's allocator reports them
+    (``stats["allocated_bytes"]["all"]["current"]``); "reserved" counts cached buffers too."""
+    with _lock:
+        s = _device_stats(device)
+        cached = _pooled.get(device, 0)
+        bytes_ = {"current": s.allocated, "peak": s.peak, "allocated": s.allocated_total, "freed": s.freed_total}
+        blocks = {"current": s.blocks, "peak": s.peak_blocks, "allocated": s.num_allocs, "freed": s.num_frees}
+        reserved = dict(bytes_, current=s.allocated + cached, peak=max(s.peak_reserved, s.allocated + cached))
+        out: dict = {}
+        for metric, values in (("allocated_bytes", bytes_), ("active_bytes", bytes_), ("requested_bytes", bytes_),
+                               ("reserved_bytes", reserved), ("allocation", blocks), ("active", blocks),
+                               ("segment", blocks)):
+            out[metric] = {"all": dict(values)}
+        out["num_alloc_retries"] = 0
+        out["num_ooms"] = s.num_ooms
+        out["num_device_alloc"] = s.num_allocs
+        out["num_device_free"] = s.num_frees
+        out["capacity_bytes"] = capacity(device)
+        return out
 
 
 def reset_accumulated(device: int = 0) -> None:
@@ -193,6 +235,9 @@ def _fmt(n: int) -> str:
 
 def _reserve(nbytes: int, device: int) -> None:
     """Account ``nbytes`` on ``device`` or raise OutOfMemoryError (lock held by the caller)."""
+    global _multicore
+    if device and not _multicore:
+        _multicore = True
     st = _device_stats(device)
     cap = capacity(device)
     free = cap - st.allocated
@@ -210,24 +255,32 @@ def _reserve(nbytes: int, device: int) -> None:
     st.num_allocs += 1
     st.blocks += 1
     st.peak_blocks = max(st.peak_blocks, st.blocks)
+    # reserved after this allocation: a cached buffer of the size will be reused, not added
+    size = nbytes if nbytes > 0 else 1
+    reserved = st.allocated + _pooled.get(device, 0) - (size if _pool.get((device, size)) else 0)
+    if reserved > st.peak_reserved:
+        st.peak_reserved = reserved
 
 
 # --------------------------------------------------------------------------------------------
 # allocation
 
 
-def _import(holder: torch.Tensor, nbytes: int, device: int) -> torch.UntypedStorage:
+def _import(holder: torch.Tensor, nbytes: int, device: int, host=None) -> torch.UntypedStorage:
     """Make the memory of ``holder`` (a 1-D CPU uint8 tensor of max(nbytes, 1) bytes nobody
-    else uses) a neuron storage of ``nbytes`` bytes; ``nbytes`` is already reserved."""
+    else uses) a neuron storage of ``nbytes`` bytes; ``nbytes`` is already reserved. ``host``:
+    the CPU storage over the buffer if the caller has one already."""
     ptr = holder.data_ptr()
+    if host is None or host.nbytes() != nbytes:
+        host = torch._C._construct_storage_from_data_pointer(ptr, _CPU, nbytes)
+    blk = _Block(ptr, nbytes, device, host, holder)
     with _lock:
         if ptr in _blocks:  # pragma: no cover - would mean two storages over one buffer
             _unreserve(nbytes, device)
             raise RuntimeError(f"trnscope: host buffer {ptr:#x} is already a neuron storage")
-        blk = _Block(ptr, nbytes, device, torch._C._construct_storage_from_data_pointer(ptr, _CPU, nbytes), holder)
         _blocks[ptr] = blk
     try:
-        tensor, blk.ref = _dlpack.import_host(holder, nbytes, device, lambda: _on_free(ptr))
+        tensor, blk.ref = _dlpack.import_host(holder, nbytes, device, partial(_on_free, ptr))
     except BaseException:
         with _lock:  # unless the export's deleter already returned it, undo the reservation
             if _blocks.pop(ptr, None) is not None:
@@ -251,16 +304,19 @@ def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
         raise RuntimeError(f"trnscope: negative allocation size {nbytes}")
     with _lock:  # account first: an oversize request must not touch host memory
         _reserve(nbytes, device)
+    size = nbytes if nbytes > 0 else 1  # so that every live block has a distinct, non-null address
+    host = None
     try:
-        # at least one byte, so that every live block has a distinct, non-null address
-        holder = _take_pooled(max(nbytes, 1), device)
-        if holder is None:
-            holder = torch.empty(max(nbytes, 1), dtype=torch.uint8)
+        cached = _take_pooled(size, device)
+        if cached is None:
+            holder = torch.empty(size, dtype=torch.uint8)
+        else:
+            holder, host = cached
     except BaseException:
         with _lock:
             _unreserve(nbytes, device)
         raise
-    return _import(holder, nbytes, device)
+    return _import(holder, nbytes, device, host)
 
 
 def adopt(cpu_storage: torch.UntypedStorage, device: int = 0) -> torch.UntypedStorage:
@@ -301,9 +357,34 @@ def set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> torch.T
     return _set_storage_boxed(_CPU_KEYSET, t, storage, offset, list(size), list(stride))
 
 
+_view_dtype_boxed = torch.ops.aten.view.dtype._handle.redispatch_boxed
+_templates: dict[int, torch.Tensor] = {}
+_template_refs: list = []
+
+
+def _template(device: int) -> torch.Tensor:
+    """A 0-byte uint8 tensor on ``neuron:device``, to make new tensors of that device from.
+
+    ``torch._C._acc.create_empty_tensor`` only makes ``neuron:0`` tensors, and ``set_`` refuses
+    a storage of another device, so a tensor for ``neuron:k`` starts as a dtype view of this one
+    (ATen's CPU kernel: a new TensorImpl, nothing allocated) and is then re-pointed. Its buffer
+    is not device memory: it is never accounted."""
+    t = _templates.get(device)
+    if t is None:
+        holder = torch.empty(1, dtype=torch.uint8)
+        t, ref = _dlpack.import_host(holder, 0, device, lambda: None)
+        _template_refs.append(ref)
+        _templates[device] = t
+    return t
+
+
 def wrap(storage, dtype: torch.dtype, size, stride, offset: int = 0) -> torch.Tensor:
     """A new neuron tensor over ``storage`` (a neuron UntypedStorage)."""
-    t = torch._C._acc.create_empty_tensor([0], dtype)
+    device = storage.device.index
+    if not device:
+        t = torch._C._acc.create_empty_tensor([0], dtype)
+    else:
+        t = _view_dtype_boxed(_CPU_KEYSET, _template(device), dtype)
     return set_metadata(t, storage, offset, size, stride)
 
 
@@ -356,3 +437,83 @@ def live_blocks(device: int | None = None) -> list[tuple[int, int, int]]:
     """(address, nbytes, device) of every live allocation, for snapshots and tests."""
     with _lock:
         return [(b.ptr, b.nbytes, b.device) for b in _blocks.values() if device is None or b.device == device]
+
+
+# --------------------------------------------------------------------------------------------
+# several NeuronCores
+
+
+_multicore = False
+
+
+def multicore() -> bool:
+    """True once memory has been allocated on a NeuronCore other than 0."""
+    return _multicore
+
+
+# --------------------------------------------------------------------------------------------
+# pinned (page-locked) host memory
+#
+# On Trainium, as with CUDA, host memory the DMA engines may read directly is pinned; a copy from
+# it to the device can overlap with host work (non_blocking=True). Here pinned memory is ordinary
+# host memory that trnscope allocated and remembers as pinned: ``is_pinned()`` is True for it, and
+# copies between it and the device with ``non_blocking=True`` do not make the host wait.
+
+_pinned: dict[int, tuple[int, object]] = {}  # buffer address -> (bytes, weak reference)
+_pinned_stats = {"current": 0, "peak": 0, "allocated": 0, "freed": 0, "count": 0}
+
+
+def _unpin(ptr: int) -> None:
+    with _lock:
+        entry = _pinned.pop(ptr, None)
+        if entry is not None:
+            _pinned_stats["current"] -= entry[0]
+            _pinned_stats["freed"] += entry[0]
+            _pinned_stats["count"] -= 1
+
+
+def pinned_storage(nbytes: int) -> torch.UntypedStorage:
+    """A CPU storage of ``nbytes`` bytes in pinned host memory (freed when the storage dies)."""
+    import weakref
+
+    import numpy as np
+
+    nbytes = int(nbytes)
+    # NumPy owns the buffer: torch.from_numpy keeps the array alive exactly as long as the
+    # storage, and a weak reference to the array says when that was
+    array = np.empty(max(nbytes, 1), dtype=np.uint8)
+    storage = torch.from_numpy(array)[:nbytes].untyped_storage()
+    ptr = array.ctypes.data
+    ref = weakref.ref(array, lambda _r, ptr=ptr: _unpin(ptr))
+    with _lock:
+        _pinned[ptr] = (nbytes, ref)
+        _pinned_stats["current"] += nbytes
+        _pinned_stats["allocated"] += nbytes
+        _pinned_stats["count"] += 1
+        _pinned_stats["peak"] = max(_pinned_stats["peak"], _pinned_stats["current"])
+    return storage
+
+
+def pinned_empty_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised CPU tensor in pinned memory with this geometry."""
+    size = [int(s) for s in size]
+    stride = [int(s) for s in stride]
+    st = pinned_storage(storage_nbytes(size, stride, dtype.itemsize))
+    return torch.empty(0, dtype=dtype).set_(st, 0, size, stride)
+
+
+def is_pinned(t: torch.Tensor) -> bool:
+    """True if CPU tensor ``t`` lives in pinned memory trnscope allocated."""
+    if t.device.type != "cpu":
+        return False
+    return t.untyped_storage().data_ptr() in _pinned
+
+
+def pinned_stats() -> dict[str, int]:
+    with _lock:
+        return dict(_pinned_stats)
+
+
+def empty_host_cache() -> None:
+    """Pinned buffers are returned to the host as soon as their tensors die: nothing is cached."""
+    return None

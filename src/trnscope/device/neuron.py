@@ -57,19 +57,32 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    _devices.index_of(device)
+    """Make ``device`` (an index, ``"neuron:i"`` or a torch.device) the current NeuronCore of this
+    thread: where ``device="neuron"`` tensors are made and where ``torch.neuron`` calls without a
+    device apply. A negative index is ignored, as CUDA's is."""
+    if isinstance(device, int) and device < 0:
+        return
+    _devices.set_current(_devices.index_of(device))
 
 
 class device:
-    """Context manager that makes ``device`` current (there is one NeuronCore: it validates)."""
+    """Context manager that makes ``device`` current inside the block (``None`` or -1: no change)."""
 
     def __init__(self, device) -> None:
-        self.idx = -1 if device is None else _devices.index_of(device)
+        if device is None or (isinstance(device, int) and device < 0):
+            self.idx = -1
+        else:
+            self.idx = _devices.index_of(device)
+        self.prev_idx = -1
 
     def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = _devices.set_current(self.idx)
         return self
 
     def __exit__(self, *exc) -> bool:
+        if self.idx >= 0:
+            _devices.set_current(self.prev_idx)
         return False
 
 
@@ -103,11 +116,12 @@ def synchronize(device=None) -> None:
 
 
 def manual_seed(seed: int) -> None:
+    """Seed the current NeuronCore's generator."""
     rng.manual_seed(seed)
 
 
 def manual_seed_all(seed: int) -> None:
-    rng.manual_seed(seed)
+    rng.manual_seed_all(seed)
 
 
 def seed() -> None:
@@ -115,7 +129,7 @@ def seed() -> None:
 
 
 def seed_all() -> None:
-    rng.seed()
+    rng.seed_all()
 
 
 def initial_seed() -> int:
@@ -123,22 +137,20 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device="neuron") -> torch.Tensor:
-    _devices.index_of(device)
-    return rng.get_state()
+    return rng.get_state(_devices.index_of(device))
 
 
 def set_rng_state(new_state: torch.Tensor, device="neuron") -> None:
-    _devices.index_of(device)
-    rng.set_state(new_state)
+    rng.set_state(new_state, _devices.index_of(device))
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [rng.get_state()]
+    return [rng.get_state(i) for i in range(device_count())]
 
 
 def set_rng_state_all(new_states) -> None:
-    for state in new_states:
-        rng.set_state(state)
+    for i, state in enumerate(new_states):
+        rng.set_state(state, i)
 
 
 # --- memory -----------------------------------------------------------------------------------
@@ -160,7 +172,8 @@ def memory_reserved(device=None) -> int:
 
 
 def max_memory_reserved(device=None) -> int:
-    return memory.stats(_devices.index_of(device)).peak
+    """Peak of allocated plus cached bytes."""
+    return memory.nested_stats(_devices.index_of(device))["reserved_bytes"]["all"]["peak"]
 
 
 def reset_peak_memory_stats(device=None) -> None:
@@ -176,7 +189,8 @@ def reset_accumulated_memory_stats(device=None) -> None:
 
 
 def empty_cache() -> None:
-    """Return the freed buffers trnscope caches for reuse (like a caching allocator)."""
+    """Return the freed buffers trnscope caches for reuse, on every NeuronCore (like CUDA's
+    caching allocator, whose ``empty_cache`` is not per device either)."""
     memory.empty_cache()
 
 
@@ -189,25 +203,17 @@ def mem_get_info(device=None) -> tuple[int, int]:
 
 def memory_stats(device=None) -> dict[str, Any]:
     """CUDA-style flat statistics (``allocated_bytes.all.current`` and so on)."""
-    index = _devices.index_of(device)
-    s = memory.stats(index)
-    out: dict[str, Any] = {}
-    for metric in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
-        out[f"{metric}.all.current"] = s.allocated
-        out[f"{metric}.all.peak"] = s.peak
-        out[f"{metric}.all.allocated"] = s.allocated_total
-        out[f"{metric}.all.freed"] = s.freed_total
-    for metric in ("allocation", "active", "segment"):
-        out[f"{metric}.all.current"] = s.blocks
-        out[f"{metric}.all.peak"] = s.peak_blocks
-        out[f"{metric}.all.allocated"] = s.num_allocs
-        out[f"{metric}.all.freed"] = s.num_frees
-    out["num_alloc_retries"] = 0
-    out["num_ooms"] = s.num_ooms
-    out["num_device_alloc"] = s.num_allocs
-    out["num_device_free"] = s.num_frees
-    out["capacity_bytes"] = memory.capacity(index)
-    return dict(sorted(out.items()))
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            flat[prefix] = value
+
+    walk("", memory.nested_stats(_devices.index_of(device)))
+    return dict(sorted(flat.items()))
 
 
 # --- autocast ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 
 import torch
 
-from . import _devices, autocast, kernels, memory, neuron
+from . import _devices, accelerator, autocast, kernels, memory, neuron, pinned
 
 BACKEND = _devices.BACKEND
 _DEFAULT_NAME = "privateuseone"
@@ -83,6 +83,8 @@ def register() -> None:
     if not torch._C._acc.register_python_privateuseone_device_guard(_guard):
         raise _conflict("a PrivateUse1 device guard is already registered (a C++ backend is loaded)")
     kernels.register()
+    pinned.register()
+    accelerator.install()
     autocast.register()
     torch.serialization.register_package(15, _location_tag, _restore_location)
     _guard_storage_constructor()

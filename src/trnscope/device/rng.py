@@ -1,12 +1,12 @@
-"""The NeuronCore's random number generator state (``torch.neuron.manual_seed`` and friends).
+"""The NeuronCores' random number generator states (``torch.neuron.manual_seed`` and friends).
 
 Random ops on ``neuron`` tensors compute on the host with ATen's CPU kernels, which draw from the
-CPU default generator. So that the device has its own stream of random numbers (as CUDA does:
-``torch.neuron.manual_seed`` does not disturb ``torch.rand`` on CPU, and ``torch.manual_seed``
-seeds both), the device keeps its own Philox/MT state in a CPU :class:`torch.Generator` and swaps
-it into the CPU default generator around each op tagged ``nondeterministic_seeded`` that was not
-given an explicit generator. The same seed therefore gives the same numbers on ``neuron`` as on
-CPU.
+CPU default generator. So that each NeuronCore has its own stream of random numbers (as each CUDA
+device does: ``torch.neuron.manual_seed`` does not disturb ``torch.rand`` on CPU, and
+``torch.manual_seed`` seeds them all), each core keeps its own state in a CPU
+:class:`torch.Generator` and it is swapped into the CPU default generator around each op tagged
+``nondeterministic_seeded`` that was not given an explicit generator. The same seed therefore
+gives the same numbers on ``neuron`` as on CPU.
 """
 
 from __future__ import annotations
@@ -17,52 +17,69 @@ from typing import Iterator
 
 import torch
 
+from . import _devices
+
 _lock = threading.RLock()
-_generator: torch.Generator | None = None
+_generators: dict[int, torch.Generator] = {}
 
 
-def generator() -> torch.Generator:
-    global _generator
-    if _generator is None:
+def generator(device: int = 0) -> torch.Generator:
+    g = _generators.get(device)
+    if g is None:
         g = torch.Generator()
         g.manual_seed(torch.default_generator.initial_seed())
-        _generator = g
-    return _generator
+        _generators[device] = g
+    return g
 
 
-def manual_seed(seed: int) -> None:
+def manual_seed(seed: int, device: int | None = None) -> None:
+    """Seed one core (default: the current one)."""
     with _lock:
-        generator().manual_seed(int(seed))
+        generator(_devices.current() if device is None else device).manual_seed(int(seed))
 
 
-def seed() -> int:
+def manual_seed_all(seed: int) -> None:
     with _lock:
-        return generator().seed()
+        for i in range(_devices.device_count()):
+            generator(i).manual_seed(int(seed))
 
 
-def initial_seed() -> int:
-    return generator().initial_seed()
-
-
-def get_state() -> torch.Tensor:
+def seed(device: int | None = None) -> int:
     with _lock:
-        return generator().get_state()
+        return generator(_devices.current() if device is None else device).seed()
 
 
-def set_state(state: torch.Tensor) -> None:
+def seed_all() -> None:
+    """A fresh random seed, the same for every core (as CUDA's ``seed_all``)."""
     with _lock:
-        generator().set_state(state)
+        s = generator(0).seed()
+        for i in range(1, _devices.device_count()):
+            generator(i).manual_seed(s)
+
+
+def initial_seed(device: int | None = None) -> int:
+    return generator(_devices.current() if device is None else device).initial_seed()
+
+
+def get_state(device: int = 0) -> torch.Tensor:
+    with _lock:
+        return generator(device).get_state()
+
+
+def set_state(state: torch.Tensor, device: int = 0) -> None:
+    with _lock:
+        generator(device).set_state(state)
 
 
 @contextmanager
-def active() -> Iterator[None]:
-    """Make the device state the CPU default generator's for the duration of one op."""
+def active(device: int = 0) -> Iterator[None]:
+    """Make core ``device``'s state the CPU default generator's for the duration of one op."""
     with _lock:
         cpu = torch.default_generator
         saved = cpu.get_state()
-        cpu.set_state(generator().get_state())
+        cpu.set_state(generator(device).get_state())
         try:
             yield
         finally:
-            generator().set_state(cpu.get_state())
+            generator(device).set_state(cpu.get_state())
             cpu.set_state(saved)

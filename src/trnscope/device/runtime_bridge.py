@@ -20,6 +20,7 @@ import torch
 from .. import runtime
 from ..compiler import NoLowering, has_lowering
 from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
+from . import memory
 from .dispatch import OpCall, OpKind
 
 FALLBACK_ENV = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
@@ -66,10 +67,75 @@ def _user_frame() -> tuple[str, int, str]:
 
 
 def _device_index(call: OpCall) -> int:
-    for t in _tensors(call.args) + _tensors(call.kwargs):
+    """The NeuronCore an op runs on: that of its first ``neuron`` tensor argument."""
+    for a in call.args:
+        if isinstance(a, torch.Tensor):
+            if not a.is_cpu and a.device.type == "neuron":
+                return a.device.index or 0
+        elif type(a) is list or type(a) is tuple:
+            for x in a:
+                if isinstance(x, torch.Tensor) and not x.is_cpu and x.device.type == "neuron":
+                    return x.device.index or 0
+    for t in _tensors(call.kwargs):
         if t.device.type == "neuron":
             return t.device.index or 0
     return 0
+
+
+# --- dispatch plans ---------------------------------------------------------------------------
+#
+# A device op's kernel is a function of the call's signature: the op, the sizes, strides and
+# dtypes of its tensors, the values of its other arguments (and of 0-dim CPU tensors, which
+# from_aten turns into attributes). The first call with a signature builds its plan (OpCall,
+# Program, simulated timeline, or the reason the op must fall back); a repeat call skips
+# from_aten, the lowering cache's key building and hashing, and the simulator cache lookup.
+# Storage offsets are left out: Programs bind each view from its first element (see
+# trnscope.compiler.lowering.build), so the offset never changes the kernel.
+
+PLAN_CACHE_SIZE = 8192
+_NO_SIG = object()
+
+
+def _sig(v):
+    if isinstance(v, torch.Tensor):
+        if v.is_cpu:  # a 0-dim CPU tensor can be an attribute: its value is part of the kernel
+            return ("cpu", v.dtype, v.shape, v.stride(), v.item() if v.dim() == 0 else None)
+        return (v.dtype, v.shape, v.stride())
+    t = type(v)
+    if t is list or t is tuple:
+        return tuple(_sig(x) for x in v)
+    # the type too: 1, 1.0 and True are equal keys but not the same attribute
+    return (t, v)
+
+
+def _signature(call: OpCall, outs: tuple):
+    try:
+        key = (call.op, tuple(_sig(a) for a in call.args),
+               tuple((k, _sig(v)) for k, v in call.kwargs.items()) if call.kwargs else (),
+               tuple(_sig(o) for o in outs))
+        hash(key)
+    except (TypeError, RuntimeError):  # an unhashable argument: no plan, take the full path
+        return _NO_SIG
+    return key
+
+
+class _Plan:
+    """How to serve one call signature: a kernel (``program`` + ``timeline``) or a fallback."""
+
+    __slots__ = ("label", "program", "timeline", "reason")
+
+    def __init__(self, label: str, program=None, timeline=None, reason: str = "") -> None:
+        self.label = label
+        self.program = program
+        self.timeline = timeline
+        self.reason = reason
+
+
+def _remember(core: runtime.NeuronCoreRuntime, key, plan: _Plan) -> None:
+    plans = core.plans
+    if len(plans) >= PLAN_CACHE_SIZE:
+        del plans[next(iter(plans))]
+    plans[key] = plan
 
 
 class RuntimeExecutor:
@@ -80,46 +146,65 @@ class RuntimeExecutor:
 
     def execute(self, call: OpCall) -> Any:
         kind = call.kind
-        clock = runtime.CLOCK
         # Everything trnscope itself does to serve an op is emulator work, cut from host time: host
         # time is what PyTorch and the user's program spend. Transfers and host waits still advance
         # the clock (wait_until works inside a cut); a NEFF's launch cost is on the device side.
-        with clock.emulation():
-            if kind in (OpKind.ALLOC, OpKind.VIEW, OpKind.METADATA):
-                return call.run_on_host()
-            core = runtime.core(_device_index(call))
-            if kind is OpKind.COPY:
-                return self._copy(call, core)
-            if kind is OpKind.READ_SCALAR:
+        with runtime.CLOCK.emulation():
+            if kind is OpKind.COMPUTE:
+                name = functional_name(call.op)
+                if has_lowering(name):
+                    return self._kernel_cut(call, runtime.core(_device_index(call)), name)
+            elif kind is OpKind.COPY:
+                return self._copy(call, runtime.core(_device_index(call)))
+            elif kind is OpKind.READ_SCALAR:
+                core = runtime.core(_device_index(call))
                 core.synchronize()
                 return core.copy("d2h", 8, call.run_on_host, op=call.name)
-            name = functional_name(call.op)
-            if has_lowering(name):
-                return self._kernel_cut(call, core, name)
+            else:  # ALLOC, VIEW, METADATA: host bookkeeping
+                return call.run_on_host()
+            core = runtime.core(_device_index(call))
         # no kernel: the op really runs on the host CPU, which costs real host time
         return self._fallback(call, core, name)
 
     def _kernel_cut(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:
-        with core.clock.emulation():
-            # numbers first (on host views), then the kernel for the actual outputs: emulator work
-            result = call.run_on_host()
-            try:
-                opcall = from_aten(call.op, call.args, call.kwargs, _outputs(call, result))
-            except UnsupportedDtype as exc:
-                opcall, reason = None, str(exc)
-        if opcall is None:
-            core.record_fallback(name, reason=reason)
-            self._warn(name, reason)
+        # numbers first (on host views), then the kernel for the actual outputs: emulator work
+        # (the caller holds the emulation cut)
+        result = call.run_on_host()
+        outs = _outputs(call, result)
+        key = _signature(call, outs)
+        plan = core.plans.get(key) if key is not _NO_SIG else None
+        if plan is None:  # the first call of a signature: served (and recorded) by _plan
+            plan = self._plan(call, core, name, outs)
+            if plan is not None and key is not _NO_SIG:  # a kernel error is reported, not remembered
+                _remember(core, key, plan)
             return result
-        try:
-            core.execute(opcall)
-        except (NoLowering, NotImplementedError, ValueError) as exc:
-            core.record_fallback(name, reason=str(exc))
-            self._warn(name, str(exc))
-        except Exception as exc:  # a kernel bug must not break the user's program: report it loudly
-            core.record_fallback(name, reason=f"kernel error: {exc!r}")
-            self._warn(name, f"its kernel failed for this call: {exc!r}; please report it")
+        if plan.program is None:
+            core.record_fallback(name, reason=plan.reason)
+            self._warn(name, plan.reason)
+        else:
+            core.execute_program(plan.program, plan.label, timeline=plan.timeline)
         return result
+
+    def _plan(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str, outs: tuple) -> _Plan | None:
+        """Serve a signature seen for the first time, the long way, and say how to serve it again."""
+        try:
+            opcall = from_aten(call.op, call.args, call.kwargs, outs)
+        except UnsupportedDtype as exc:
+            plan = _Plan(name, reason=str(exc))
+        else:
+            try:
+                _, program, timeline = core.execute_call(opcall)
+            except (NoLowering, NotImplementedError, ValueError) as exc:
+                plan = _Plan(name, reason=str(exc))
+            except Exception as exc:  # a kernel bug must not break the user's program: report it loudly
+                core.record_fallback(name, reason=f"kernel error: {exc!r}")
+                self._warn(name, f"its kernel failed for this call: {exc!r}; please report it")
+                return None
+            else:
+                return _Plan(opcall.name, program, timeline)
+        core.record_fallback(name, reason=plan.reason)
+        self._warn(name, plan.reason)
+        return plan
 
     def _fallback(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:
         if _fallback_disabled():
@@ -150,13 +235,30 @@ class RuntimeExecutor:
 
     def _copy(self, call: OpCall, core: runtime.NeuronCoreRuntime) -> Any:
         src, dst = call.args[0], call.args[1]
-        direction = {("cpu", "neuron"): "h2d", ("neuron", "cpu"): "d2h"}.get((src.device.type, dst.device.type))
-        if direction is None:  # device to device: a DMA kernel
+        src_dev, dst_dev = src.device, dst.device
+        if src_dev.type == "neuron" and dst_dev.type == "neuron":  # device to device: a DMA kernel
             name = functional_name(call.op)
-            return self._kernel_cut(call, core, name) if has_lowering(name) else call.run_on_host()
-        if direction == "d2h":
+            if not has_lowering(name):
+                return call.run_on_host()
+            if src_dev.index == dst_dev.index:
+                return self._kernel_cut(call, core, name)
+            # between two NeuronCores: the copy runs on the source core's DMA queues once both
+            # cores are done with earlier work, and later work on either core comes after it
+            other = runtime.core(dst_dev.index or 0)
+            core.order_after(other)
+            result = self._kernel_cut(call, core, name)
+            other.order_after(core)
+            return result
+        if len(call.args) > 2:
+            non_blocking = bool(call.args[2])
+        else:
+            non_blocking = bool(call.kwargs.get("non_blocking", False))
+        direction = "h2d" if dst_dev.type == "neuron" else "d2h"
+        # a non-blocking copy to or from pinned host memory is queued; the host does not wait
+        blocking = not (non_blocking and memory.is_pinned(src if direction == "h2d" else dst))
+        if direction == "d2h" and blocking:
             core.synchronize()
-        return core.copy(direction, src.nbytes, call.run_on_host, op=call.name)
+        return core.copy(direction, src.nbytes, call.run_on_host, op=call.name, blocking=blocking)
 
     def synchronize(self, device: int) -> None:
         runtime.core(device).synchronize()
@@ -165,12 +267,21 @@ class RuntimeExecutor:
         return runtime.CLOCK.now()
 
 
-def _outputs(call: OpCall, result):
+_OUT_NAMES: dict = {}
+
+
+def _outputs(call: OpCall, result) -> tuple:
     """The tensors the op writes: its out= arguments in schema order, else what it returned."""
-    outs = [call.kwargs[a.name] for a in call.op._schema.arguments
-            if a.is_out and isinstance(call.kwargs.get(a.name), torch.Tensor)]
-    if outs:
-        return tuple(outs)
+    names = _OUT_NAMES.get(call.op)
+    if names is None:
+        names = _OUT_NAMES[call.op] = tuple(a.name for a in call.op._schema.arguments if a.is_out)
+    if names:
+        kwargs = call.kwargs
+        outs = tuple(kwargs[n] for n in names if isinstance(kwargs.get(n), torch.Tensor))
+        if outs:
+            return outs
+    if isinstance(result, torch.Tensor):
+        return (result,)
     return tuple(_tensors(result))
 
 

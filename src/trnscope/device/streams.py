@@ -1,8 +1,8 @@
 """``torch.neuron.Stream`` and ``torch.neuron.Event``.
 
-The emulated NeuronCore executes one queue in order (as the Neuron runtime does for one
-NeuronCore), so every stream is the default stream of device 0 as far as ordering goes; streams
-exist so that code written for TorchNeuron/CUDA runs. Events take their timestamps from the device
+Each emulated NeuronCore executes one queue in order (as the Neuron runtime does for one
+NeuronCore), so every stream of a core is that core's queue as far as ordering goes; streams exist
+so that code written for TorchNeuron/CUDA runs. Events take their timestamps from the device
 clock of the installed executor (:func:`trnscope.device.dispatch.clock_ns`): host wall time for
 the default host executor, the simulated device clock once the runtime installs it.
 """
@@ -17,16 +17,19 @@ import torch
 from . import _devices, dispatch
 
 BACKEND = _devices.BACKEND
+_PRIVATEUSE1 = int(torch._C._autograd.DeviceType.PrivateUse1)
 
 
 class Stream(torch.Stream):
     """A ``neuron`` stream (a :class:`torch.Stream`, so ``torch.accelerator`` APIs accept it)."""
 
     def __new__(cls, device=None, priority: int = 0, **kwargs):
-        index = _devices.index_of(device)
         if "stream_id" in kwargs:  # rebuilt from (stream_id, device_index, device_type)
             return super().__new__(cls, **kwargs)
-        return super().__new__(cls, device=torch.device(BACKEND, index), priority=priority)
+        index = _devices.index_of(device)
+        # torch.Stream(device=...) asks the C++ device guard for a new stream, and the guard of
+        # a Python backend puts every stream on device 0: build it from its parts instead
+        return super().__new__(cls, stream_id=0, device_index=index, device_type=_PRIVATEUSE1)
 
     def synchronize(self) -> None:
         dispatch.synchronize(self.device_index)
@@ -49,43 +52,54 @@ class Stream(torch.Stream):
         return f"torch.neuron.Stream(device={BACKEND}:{self.device_index} stream_id={self.stream_id})"
 
 
-_current: Stream | None = None
-_default: Stream | None = None
+# per NeuronCore: its default stream, and the stream made current on it (None: the default)
+_current: dict[int, Stream] = {}
+_default: dict[int, Stream] = {}
 
 
 def default_stream(device=None) -> Stream:
-    global _default
-    _devices.index_of(device)
-    if _default is None:
-        _default = Stream()
-    return _default
+    index = _devices.index_of(device)
+    s = _default.get(index)
+    if s is None:
+        s = _default[index] = Stream(index)
+    return s
 
 
 def current_stream(device=None) -> Stream:
-    _devices.index_of(device)
-    return _current if _current is not None else default_stream()
+    index = _devices.index_of(device)
+    s = _current.get(index)
+    return s if s is not None else default_stream(index)
 
 
 def set_stream(stream: Stream | None) -> None:
-    global _current
-    if stream is not None and not isinstance(stream, Stream):
+    """Make ``stream`` current on its NeuronCore (``None``: no-op, as CUDA's)."""
+    if stream is None:
+        return
+    if not isinstance(stream, Stream):
         stream = Stream(stream_id=stream.stream_id, device_index=stream.device_index,
                         device_type=stream.device_type)
-    _current = stream
+    _current[stream.device_index] = stream
 
 
 @contextmanager
 def stream(s: Stream | None) -> Iterator[None]:
-    """Make ``s`` the current stream inside the block (``None``: no-op)."""
+    """Make ``s`` the current stream of its NeuronCore, and that core the current device, inside
+    the block (``None``: no-op)."""
     if s is None:
         yield
         return
-    prev = _current
+    index = s.device_index
+    prev = _current.get(index)
+    prev_device = _devices.set_current(index)
     set_stream(s)
     try:
         yield
     finally:
-        set_stream(prev)
+        if prev is None:
+            _current.pop(index, None)
+        else:
+            _current[index] = prev
+        _devices.set_current(prev_device)
 
 
 class Event:
@@ -94,11 +108,12 @@ class Event:
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         self.enable_timing = enable_timing
         self.blocking = blocking
-        self.device = torch.device(BACKEND, 0)
+        self.device = torch.device(BACKEND, _devices.current())
         self._time_ns: int | None = None
 
     def record(self, stream: Stream | None = None) -> None:
         s = stream if stream is not None else current_stream()
+        self.device = torch.device(BACKEND, s.device_index)
         self._time_ns = dispatch.clock_ns(s.device_index)
 
     def query(self) -> bool:
@@ -108,7 +123,7 @@ class Event:
         return None
 
     def synchronize(self) -> None:
-        dispatch.synchronize(0)
+        dispatch.synchronize(self.device.index)
 
     def elapsed_time(self, end_event: "Event") -> float:
         if not (self.enable_timing and end_event.enable_timing):

@@ -1,4 +1,8 @@
-"""The emulated Neuron runtime: one clock, one execution queue per NeuronCore, the event record."""
+"""The emulated Neuron runtime: one clock, one execution queue per NeuronCore, the event record.
+
+The host clock is shared; each NeuronCore of the chip (``cores_per_chip`` of the spec) has its own
+runtime: its own queue and device clock (``device_free_ns``), NEFF cache statistics, dispatch
+plans and records."""
 
 from __future__ import annotations
 
@@ -16,8 +20,12 @@ _cores: dict[int, NeuronCoreRuntime] = {}
 def core(index: int = 0) -> NeuronCoreRuntime:
     """The runtime of NeuronCore ``index`` (created on first use for the current target)."""
     rt = _cores.get(index)
-    if rt is None or rt.spec is not get_spec():
-        rt = _cores[index] = NeuronCoreRuntime(index, CLOCK, get_spec())
+    spec = get_spec()
+    if rt is None or rt.spec is not spec:
+        if not 0 <= index < spec.cores_per_chip:
+            raise ValueError(f"NeuronCore {index} does not exist: {spec.instance} has {spec.cores_per_chip} "
+                             f"NeuronCores per chip (0 to {spec.cores_per_chip - 1})")
+        rt = _cores[index] = NeuronCoreRuntime(index, CLOCK, spec)
         cache = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or os.environ.get("TRNSCOPE_NEFF_CACHE_DIR")
         if cache:
             rt.neff_cache_dir = Path(cache)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from contextlib import contextmanager
 
 
 class EmulatedClock:
@@ -26,6 +25,7 @@ class EmulatedClock:
         self._cut_depth = 0
         self._cut_start = 0
         self.cuts: list[tuple[int, int]] = []  # real [start, end) stretches of emulator work
+        self._cut = _Cut(self)
 
     def now(self) -> int:
         return self.to_emulated(time.perf_counter_ns())
@@ -46,22 +46,26 @@ class EmulatedClock:
             c = bisect.bisect_right(self.cuts, (real_ns, 1 << 62)) - 1
             return c >= 0 and self.cuts[c][0] <= real_ns < self.cuts[c][1]
 
-    @contextmanager
-    def emulation(self):
-        """Real time spent inside is emulator work: emulated time does not advance."""
+    def emulation(self) -> "_Cut":
+        """Real time spent inside is emulator work: emulated time does not advance.
+
+        A plain object with ``__enter__``/``__exit__`` rather than a generator context manager:
+        every device op enters one, so its own cost is part of the per-op overhead."""
+        return self._cut
+
+    def _enter_cut(self) -> None:
         with self._lock:
             self._cut_depth += 1
             if self._cut_depth == 1:
                 self._cut_start = time.perf_counter_ns()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._cut_depth -= 1
-                if self._cut_depth == 0:
-                    end = time.perf_counter_ns()
-                    self.cuts.append((self._cut_start, end))
-                    self._append(end, self._offset[-1] - (end - self._cut_start))
+
+    def _exit_cut(self) -> None:
+        with self._lock:
+            self._cut_depth -= 1
+            if self._cut_depth == 0:
+                end = time.perf_counter_ns()
+                self.cuts.append((self._cut_start, end))
+                self._append(end, self._offset[-1] - (end - self._cut_start))
 
     def wait_until(self, emulated_ns: int) -> int:
         """The host blocks until ``emulated_ns`` (the device finishing); returns the time waited."""
@@ -84,3 +88,20 @@ class EmulatedClock:
     @property
     def segments(self) -> int:
         return len(self._real)
+
+
+class _Cut:
+    """The context manager :meth:`EmulatedClock.emulation` returns (reusable, re-entrant: the
+    clock keeps the depth)."""
+
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: EmulatedClock) -> None:
+        self._clock = clock
+
+    def __enter__(self) -> None:
+        self._clock._enter_cut()
+
+    def __exit__(self, *exc) -> bool:
+        self._clock._exit_cut()
+        return False

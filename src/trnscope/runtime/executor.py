@@ -65,6 +65,11 @@ class NeuronCoreRuntime:
         self._lock = threading.Lock()
         self._known: set[int] = set()
         self.neff_cache_dir: Path | None = None
+        self._launch_ns = int(self.spec.neff_launch_latency_ns)
+        # dispatch plans of the device layer's fast path (see trnscope.device.runtime_bridge):
+        # call signature -> what serving that call needs, per core because plans hold this
+        # core's spec's Programs and timelines
+        self.plans: dict = {}
 
     # --- kernels --------------------------------------------------------------------------------
     def execute(self, call: OpCall, compute: Callable[[], object] | None = None):
@@ -74,33 +79,46 @@ class NeuronCoreRuntime:
         the host then spends the compile time, as with Neuron's compiler. Raises
         :class:`NoLowering` when the op has no kernel (the caller falls back to CPU).
         """
+        return self.execute_call(call, compute)[0]
+
+    def execute_call(self, call: OpCall, compute: Callable[[], object] | None = None):
+        """:meth:`execute`, returning (result, Program, DeviceTimeline) so that a caller can run
+        the same kernel again with :meth:`execute_program` without lowering or simulating it."""
         host_start = self.clock.now()
         with self.clock.emulation():
             program, compiled_ns = lower_timed(call, self.spec)
         if compiled_ns:
             self.clock.wait_until(self.clock.now() + compiled_ns)
-        return self.execute_program(program, call.name, compute, compiled_ns, host_start)
+        return self._run(program, call.name, compute, compiled_ns, host_start, None)
 
     def execute_program(self, program: Program, label: str, compute: Callable[[], object] | None = None,
-                        compiled_ns: int = 0, host_start: int | None = None):
-        """Run a prebuilt Program (a compiled graph's NEFF) as one device execution."""
+                        compiled_ns: int = 0, host_start: int | None = None,
+                        timeline: DeviceTimeline | None = None):
+        """Run a prebuilt Program (a compiled graph's NEFF) as one device execution.
+
+        ``timeline``: the Program's simulated timeline when the caller already has it (a cached
+        dispatch plan); otherwise it is simulated here (cached per NEFF)."""
+        return self._run(program, label, compute, compiled_ns, host_start, timeline)[0]
+
+    def _run(self, program, label, compute, compiled_ns, host_start, timeline):
         if host_start is None:
             host_start = self.clock.now()
         with self.clock.emulation():
             nid = program.neff_id
-            tl = simulate(program, self.spec)
+            tl = timeline if timeline is not None else simulate(program, self.spec)
             result = compute() if compute is not None else None
-            self._persist(program)
+            if self.neff_cache_dir is not None:
+                self._persist(program)
         submit = self.clock.now()
         with self._lock:
             first = nid not in self._known
-            self._known.add(nid)
             if first:
+                self._known.add(nid)
                 self.neffs_compiled += 1
             else:
                 self.cache_hits += 1
             self.dispatches += 1
-            ready = submit + int(self.spec.neff_launch_latency_ns)
+            ready = submit + self._launch_ns
             start = max(ready, self.device_free_ns)
             end = start + int(round(tl.total_ns))
             self.device_free_ns = end
@@ -113,7 +131,7 @@ class NeuronCoreRuntime:
                 self.records.append(rec)
         if rec is not None and self.on_record is not None:
             self.on_record(rec)
-        return result
+        return result, program, tl
 
     def fallback(self, op: str, compute: Callable[[], object]):
         """An op with no device kernel runs on the CPU: real host time, no device time."""
@@ -132,8 +150,10 @@ class NeuronCoreRuntime:
                                    neff_name=reason[:200]))
 
     # --- copies ---------------------------------------------------------------------------------
-    def copy(self, direction: str, nbytes: int, compute: Callable[[], object] | None = None, op: str = ""):
-        """A host<->device copy: stream-ordered after earlier work; the host waits for it."""
+    def copy(self, direction: str, nbytes: int, compute: Callable[[], object] | None = None, op: str = "",
+             blocking: bool = True):
+        """A host<->device copy: stream-ordered after earlier work. The host waits for it unless
+        ``blocking`` is False (a non-blocking copy from or to pinned host memory)."""
         host_start = self.clock.now()
         with self.clock.emulation():
             result = compute() if compute is not None else None
@@ -143,12 +163,21 @@ class NeuronCoreRuntime:
             dur = int(self.spec.host_transfer_fixed_ns + nbytes / self.spec.host_device_bytes_per_s * 1e9)
             end = start + dur
             self.device_free_ns = end
-        self.clock.wait_until(end)
+        if blocking:
+            self.clock.wait_until(end)
         if self.recording:
             self._record(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
                                    threading.get_ident(), host_start, self.clock.now(), start, end,
                                    bytes=nbytes))
         return result
+
+    def order_after(self, other: "NeuronCoreRuntime") -> None:
+        """Work queued on this core from now on starts after everything queued on ``other``
+        (a cross-core dependency, such as a copy between two cores' HBM)."""
+        if other is self:
+            return
+        with self._lock:
+            self.device_free_ns = max(self.device_free_ns, other.device_free_ns)
 
     def _record(self, rec: Execution) -> None:
         self.records.append(rec)
