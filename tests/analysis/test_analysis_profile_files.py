@@ -49,7 +49,8 @@ def test_device_trace_lanes_and_dependencies(naive_files):
         assert ENGINE_TITLES.get(engine, engine) in names  # every engine shown, even idle ones
     assert any(name.startswith("q") for name in names)  # DMA queues
     counters = [t.name for t in trace.tracks if t.kind is TrackKind.COUNTER]
-    assert counters == ["DMA throughput", "Pending DMAs"]
+    assert sorted(counters) == ["DMA throughput", "PSUM usage", "Pending DMAs", "SBUF usage"]
+    assert device.memory["sbuf"]["peak_bytes"] > 0  # mul streams its operands through SBUF
     instructions = device.ntff.rows("instruction")
     waits = int(np.count_nonzero(trace.slice_names() == WAIT_NAME))
     assert len(trace.slices) == instructions + waits and waits > 0

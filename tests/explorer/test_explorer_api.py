@@ -28,13 +28,32 @@ def eid(listing, relpath_part: str) -> str:
 
 
 def test_index_and_static_assets(client):
+    import base64
+    import hashlib
+    import re
+
     page = client.get("/")
-    assert page.status_code == 200 and "/static/js/main.js" in page.text
-    for asset in ("/static/js/main.js", "/static/js/timeline/timeline.js", "/static/css/explorer.css"):
-        response = client.get(asset)
+    assert page.status_code == 200 and "cdn" not in page.text.lower() and "https://" not in page.text
+    version = re.search(r'href="/static/([0-9a-f]{12})/css/explorer\.css"', page.text).group(1)
+    assert f'data-static="/static/{version}/"' in page.text  # where the boot script loads the modules from
+    for asset in ("js/main.js", "js/timeline/timeline.js", "js/timeline/columns.js", "css/explorer.css"):
+        response = client.get(f"/static/{version}/{asset}")
         assert response.status_code == 200, asset
-    assert "javascript" in client.get("/static/js/main.js").headers["content-type"]
-    assert "cdn" not in page.text.lower() and "https://" not in page.text
+        assert response.headers["cache-control"] == "public, max-age=31536000, immutable"
+        # the unversioned path still answers, revalidated by its ETag
+        plain = client.get(f"/static/{asset}")
+        assert plain.status_code == 200 and plain.headers["cache-control"] == "no-cache"
+        assert plain.content == response.content
+        assert client.get(f"/static/{asset}", headers={"if-none-match": plain.headers["etag"]}).status_code == 304
+    assert "javascript" in client.get(f"/static/{version}/js/main.js").headers["content-type"]
+    assert client.get("/static/js/nope.js").status_code == 404
+    # the boot script is inlined and allowed by its hash, and no other inline script is
+    boot = re.search(r"<script[^>]*>(.*?)</script>", page.text, re.S).group(1)
+    assert "__trnscopeBoot" in boot and "main.js" in boot
+    assert page.text.count("<script") == 1
+    digest = base64.b64encode(hashlib.sha256(boot.encode()).digest()).decode()
+    csp = page.headers["content-security-policy"]
+    assert f"script-src 'self' 'sha256-{digest}';" in csp
 
 
 def test_listing_finds_profiles_and_traces(listing):
@@ -109,6 +128,63 @@ def test_lod_is_bounded_by_pixels(client, listing):
     for data in narrow["lanes"].values():
         for ts, dur in zip(data.get("ts", []), data.get("dur", [])):
             assert ts < t1 and ts + max(dur, 1) > t0
+
+
+def _same(binary, plain, where="") -> None:
+    """A decoded binary answer equals the JSON one: arrays element for element, the rest as is."""
+    import numpy as np
+
+    if isinstance(binary, np.ndarray):
+        assert binary.tolist() == plain, where
+    elif isinstance(binary, dict):
+        assert set(binary) == set(plain), where
+        for key in binary:
+            _same(binary[key], plain[key], f"{where}/{key}")
+    elif isinstance(binary, list):
+        assert len(binary) == len(plain), where
+        for i, (a, b) in enumerate(zip(binary, plain)):
+            _same(a, b, f"{where}/{i}")
+    else:
+        assert binary == plain, where
+
+
+@pytest.mark.parametrize("what", ["timeline_analysis", "rmsnorm/naive", "device"])
+def test_binary_columns_carry_the_same_answer_as_json(client, listing, what):
+    from trnscope.explorer import columns
+
+    entry = eid(listing, "rmsnorm/naive" if what == "device" else what)
+    base = f"/api/entries/{entry}"
+    if what == "device":
+        neff = client.get(f"{base}/summary").json()["device"]["neffs"][0]["neff_id"]
+        base = f"{base}/device/{neff}/0"
+    binary_accept = {"accept": columns.MEDIA_TYPE}
+    packed = client.get(f"{base}/timeline", params={"px": 700}, headers=binary_accept)
+    assert packed.headers["content-type"] == columns.MEDIA_TYPE
+    layout = columns.decode(packed.content)
+    _same(layout, client.get(f"{base}/timeline", params={"px": 700}).json())
+    assert layout["initial_lod"]["lanes"]  # the first window came with the layout, as columns
+    params = {"t0": layout["start"], "t1": (layout["start"] + layout["end"]) / 2, "px": 333}
+    lod = client.get(f"{base}/lod", params=params, headers=binary_accept)
+    _same(columns.decode(lod.content), client.get(f"{base}/lod", params=params).json())
+    # errors stay JSON whatever was asked for
+    bad = client.get(f"{base}/lod", params={"t0": 5, "t1": 1, "px": 10}, headers=binary_accept)
+    assert bad.status_code == 400 and "t1 must be greater" in bad.json()["error"]["problem"]
+
+
+def test_binary_columns_keep_wide_integers_exact():
+    import numpy as np
+
+    from trnscope.explorer import columns
+
+    doc = {"a": np.array([1, -2, 3], np.int64), "big": np.array([2**40 + 1, 0], np.int64),
+           "f": np.array([0.5, 1e300]), "empty": np.zeros(0, np.int32), "nested": [{"x": np.arange(3)}], "s": "text"}
+    back = columns.decode(columns.encode(doc))
+    assert back["a"].dtype == np.int32 and back["a"].tolist() == [1, -2, 3]
+    assert back["big"].dtype == np.float64 and back["big"].tolist() == [2**40 + 1, 0]
+    assert back["f"].tolist() == [0.5, 1e300] and back["empty"].tolist() == [] and back["s"] == "text"
+    assert back["nested"][0]["x"].tolist() == [0, 1, 2]
+    with pytest.raises(ValueError):
+        columns.decode(b"JSON" + bytes(8))
 
 
 @pytest.mark.parametrize("params, problem", [

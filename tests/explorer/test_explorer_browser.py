@@ -8,6 +8,7 @@ browser download: the system Chromium is used).
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 import time
@@ -159,12 +160,30 @@ def test_aten_op_to_its_neff_device_trace_via_the_system_trace(page, ids):
     assert title.startswith("mul.Tensor")
     layout = page.evaluate("() => window.__trnscope.timelines.at(-1).layout.lanes.map((l) => l.title)")
     for lane in ("Tensor (LoadStationary)", "TensorMatrix (MultiplyMoving)", "Vector", "Scalar", "GpSimd", "Sync",
-                 "DMA throughput", "Pending DMAs"):
+                 "DMA throughput", "Pending DMAs", "SBUF usage", "PSUM usage"):
         assert lane in layout
     assert any(t.startswith("q") for t in layout)  # DMA queues
     legend = page.locator(".device-info .legend").inner_text()
     assert "aten::mul.Tensor" in legend and "semaphore wait" in legend
+    facts = page.locator(".device-facts").inner_text()
+    assert "SBUF peak" in facts and "PSUM peak" in facts
     shot(page, "04-device-trace")
+    # the usage rows are drawn: scroll to them, and their hover names bytes and share of capacity
+    page.evaluate("() => { const t = window.__trnscope.timelines.at(-1); t.scroller.scrollTop = t.contentHeight; }")
+    page.wait_for_timeout(200)
+    sbuf = page.evaluate("""() => { const t = window.__trnscope.timelines.at(-1);
+        const row = t.rows.find((r) => r.type === 'lane' && r.lane.title === 'SBUF usage');
+        const box = t.canvas.getBoundingClientRect();
+        const d = t.data.lanes[row.lane.id].series[String(row.lane.series[0].id)];
+        let peak = 0; for (let i = 1; i < d.v.length; i++) if (d.v[i] > d.v[peak]) peak = i;
+        return { y: box.top + t.rowCenter(row.lane.id, 0) + 8, x: box.left + t.x(d.ts[peak]) + 1, max: row.lane.series[0].max,
+                 visible: t.rowCenter(row.lane.id, 0) < t.height }; }""")
+    assert sbuf["visible"] and sbuf["max"] > 0
+    page.mouse.move(sbuf["x"], sbuf["y"])
+    page.wait_for_selector(".tl-tooltip:has-text('percent')")
+    tip = page.locator(".tl-tooltip").inner_text()
+    assert re.search(r"bytes: [\d.]+ (KiB|MiB)", tip) and re.search(r"percent: [\d.]+%", tip), tip
+    shot(page, "04b-device-memory-counters")
     point = locate(page, "TENSOR_TENSOR", "Vector")
     page.mouse.click(point["x"], point["y"])
     page.wait_for_selector(".details h3:text('TENSOR_TENSOR')")
@@ -190,6 +209,62 @@ def test_aten_op_to_device_trace_via_the_operator_table(page, ids):
     wait_timeline(page)
     page.wait_for_selector(".details h3")
     assert page.locator(".details h3").inner_text().startswith("pow.Tensor_Scalar")
+
+
+def test_operator_table_downloads_as_csv_as_shown(page, ids, server):
+    import csv
+    import io
+    import json
+    import urllib.request
+
+    open_hash(page, f"#/p/{ids['naive']}/ops")
+    page.locator("table.ops-table").wait_for()
+    page.locator("input.filter").fill("aten::")
+    page.locator("table.ops-table th[data-key='calls']").click()  # sort by calls, descending
+    page.locator("table.ops-table th[data-key='calls']").click()  # and again: ascending
+    with page.expect_download() as info:
+        page.locator("button.csv-download").first.click()
+    download = info.value
+    assert download.suggested_filename.endswith("-operators.csv")
+    rows = list(csv.DictReader(io.StringIO(open(download.path(), encoding="utf-8").read())))
+    shown = page.locator("table.ops-table tbody tr.expandable span.op-name").all_inner_texts()
+    assert [r["name"] for r in rows] == shown  # what the table shows, in its order
+    assert rows and all(r["name"].startswith("aten::") for r in rows)
+    calls = [int(r["calls"]) for r in rows]
+    assert calls == sorted(calls)
+    url, _ = server
+    with urllib.request.urlopen(f"{url}api/entries/{ids['naive']}/ops") as answer:
+        api_rows = {r["name"]: r for r in json.load(answer)["ops"]}
+    for r in rows:  # raw values, not the formatted cells
+        expected = api_rows[r["name"]]
+        assert int(r["device_self_ns"]) == expected["device_self_ns"] and int(r["bytes"]) == expected["bytes"]
+        assert r["programs"] == ";".join(expected["programs"])
+    page.locator("table.ops-table").scroll_into_view_if_needed()
+    shot(page, "06b-operators-filtered-for-csv")
+
+
+def test_opened_by_url_a_timeline_asks_for_its_data_first(page, ids, server):
+    """A system or device trace opened by its URL: boot.js asks for the layout and first level of
+    detail before the modules load, and the page uses that answer (no second request)."""
+    _, app = server
+    session = app.state.explorer.session(ids["naive"])
+    neff = session.analysis.device.neffs[0].neff_id
+    for fragment in (f"#/p/{ids['naive']}/system", f"#/p/{ids['naive']}/device/{neff}/0"):
+        page.goto("about:blank")
+        page.goto(page.base_url + fragment)
+        page.wait_for_selector("body[data-ready='1']")
+        wait_timeline(page)
+        timing = page.evaluate("""() => {
+            const all = performance.getEntriesByType('resource');
+            const layouts = all.filter((e) => e.name.includes('/timeline?px='));
+            const main = all.find((e) => e.name.endsWith('/js/main.js'));
+            return { layouts: layouts.map((e) => e.startTime), main: main ? main.startTime : null,
+                     boot: window.__trnscopeBoot === null }; }""")
+        assert len(timing["layouts"]) == 1, fragment  # the boot request, picked up by the page
+        assert timing["boot"], fragment
+        assert timing["layouts"][0] <= timing["main"], fragment  # asked before the modules
+        lanes = page.evaluate("() => window.__trnscope.timelines.at(-1).layout.lanes.length")
+        assert lanes >= 4
 
 
 def test_zoom_pan_keys_and_range_selection(page, ids):
@@ -225,7 +300,7 @@ def test_zoom_pan_keys_and_range_selection(page, ids):
     page.wait_for_selector(".details.selection")
     text = page.locator(".details.selection").inner_text()
     assert "Selection:" in text and "aten::mul" in text
-    assert "t0=" in page.url  # the window is in the URL
+    page.wait_for_function("() => location.hash.includes('t0=')", timeout=5_000)  # the window goes in the URL (debounced)
     page.wait_for_timeout(200)
     shot(page, "07-range-selection")
     page.keyboard.press("Escape")

@@ -10,7 +10,11 @@ Neuron Explorer's device trace viewer:
 * semaphore waits on the engine lanes: the time an engine sat blocked before an instruction
   (``evt_wait_time_ns``), drawn as their own slices (``semaphore wait``);
 * counters computed from the DMA table: DMA throughput (bytes in flight per second, summed over
-  queues) and pending DMAs (triggered, not yet complete).
+  queues) and pending DMAs (triggered, not yet complete);
+* on-chip memory counters from the allocation table (NTFF 1.1): ``SBUF usage`` and ``PSUM usage``,
+  the bytes held by live tiles over time and their share of the capacity in the header's
+  ``memory``. A tile's byte range is reserved in every partition (the compiler's arenas allocate
+  so), so bytes = live bytes per partition x partitions. NTFFs without the table get no such rows.
 
 Each instruction slice's category is its originating framework op, which the explorer uses to
 colour it. Dependencies come from the semaphore table: a wait for ``S >= v`` is released by the
@@ -38,6 +42,7 @@ WAIT_NAME = "semaphore wait"
 WAIT_CATEGORY = "semaphore"
 DMA_THROUGHPUT = "DMA throughput"
 PENDING_DMA = "Pending DMAs"
+MEMORY_COUNTERS = (("sbuf", "SBUF usage"), ("psum", "PSUM usage"))
 
 
 @dataclass
@@ -54,6 +59,8 @@ class DeviceTrace:
     ntff: Ntff
     _rows_by_id: dict[int, int] | None = field(default=None, repr=False)
     _deps: tuple[dict, dict] | None = field(default=None, repr=False)
+    # per space ("sbuf", "psum"): peak bytes, when, capacity; absent when the NTFF has no allocations
+    memory: dict[str, dict] = field(default_factory=dict)
 
     @property
     def instruction_table(self) -> dict[str, np.ndarray]:
@@ -94,9 +101,11 @@ def build_device_trace(ntff: Ntff) -> DeviceTrace:
         tracks[lane] = track
     _add_instructions(builder, ins, dma, tracks)
     _add_dma_counters(builder, pid, dma)
+    memory = (_add_memory_counters(builder, pid, ntff.table("allocation"), header.get("memory") or {})
+              if "allocation" in ntff.tables else {})  # NTFF 1.0: usage not recorded
     builder.metadata = {"ntff": {k: v for k, v in header.items() if k != "tables"}}
     trace = builder.finish()
-    return DeviceTrace(trace=trace, header=header, ntff=ntff)
+    return DeviceTrace(trace=trace, header=header, ntff=ntff, memory=memory)
 
 
 def _dma_queue_order(ins: dict, dma: dict) -> list[str]:
@@ -189,6 +198,42 @@ def _add_dma_counters(builder: TraceBuilder, pid: str, dma: dict) -> None:
     track = builder.counter_track_for(pid, PENDING_DMA)
     builder.add_counter_samples(np.full(len(ts), track, np.int32), np.full(len(ts), builder.intern("count"), np.int32),
                                 ts, np.maximum(value, 0.0))
+
+
+def memory_usage(allocation: dict, space: str, partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """(times, bytes held after each time) of one on-chip space from the allocation table."""
+    mine = np.flatnonzero(allocation["space"] == space) if len(allocation.get("space", ())) else np.zeros(0, int)
+    if not len(mine):
+        return np.zeros(0, np.int64), np.zeros(0)
+    size = allocation["bytes_per_partition"][mine].astype(np.float64) * partitions
+    start = allocation["start_ns"][mine].astype(np.float64)
+    end = allocation["end_ns"][mine].astype(np.float64)
+    ts, value = _step(np.concatenate((start, end)), np.concatenate((size, -size)))
+    return ts, np.maximum(value, 0.0)
+
+
+def _add_memory_counters(builder: TraceBuilder, pid: str, allocation: dict, capacity: dict) -> dict[str, dict]:
+    """SBUF and PSUM usage rows: bytes and, when the header has the capacity, percent of it."""
+    out: dict[str, dict] = {}
+    spaces = allocation.get("space", np.zeros(0, dtype=object))
+    partitions = int(capacity.get("partitions") or 128)
+    for space, title in MEMORY_COUNTERS:
+        ts, value = memory_usage(allocation, space, partitions)
+        total = capacity.get(f"{space}_bytes")
+        track = builder.counter_track_for(pid, title)
+        if not len(ts):  # an unused space is a flat zero row: its absence is worth seeing
+            ts, value = np.zeros(1, np.int64), np.zeros(1)
+        builder.add_counter_samples(np.full(len(ts), track, np.int32), np.full(len(ts), builder.intern("bytes"), np.int32),
+                                    ts, value)
+        if total:
+            builder.add_counter_samples(np.full(len(ts), track, np.int32),
+                                        np.full(len(ts), builder.intern("percent"), np.int32),
+                                        ts, 100.0 * value / float(total))
+        peak = int(np.argmax(value))
+        out[space] = {"peak_bytes": float(value[peak]), "peak_ns": int(ts[peak]), "capacity_bytes": total,
+                      "peak_percent": 100.0 * float(value[peak]) / float(total) if total else None,
+                      "allocations": int(np.count_nonzero(spaces == space)) if len(spaces) else 0}
+    return out
 
 
 def _step(times: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

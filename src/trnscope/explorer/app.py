@@ -27,10 +27,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from ..analysis import ProfileError, TraceCache
-from . import payloads
+from . import columns, payloads
+from .assets import Assets
 from .catalog import Catalog, OutsideRoots
 from .security import LoopbackHostMiddleware, SecurityHeadersMiddleware, TokenMiddleware
 from .sessions import NotFound, Session, SessionStore
@@ -71,9 +71,20 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
     """The explorer app serving ``roots``. ``token``: require it on every request.
     ``loopback_only``: refuse requests whose Host header is not a loopback name."""
     explorer = Explorer(roots, cache, max_loaded=max_loaded)
+    assets = Assets(STATIC_DIR)
 
     async def index(request: Request) -> Response:
-        return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-store"})
+        return Response(assets.index, media_type="text/html; charset=utf-8", headers={"cache-control": "no-store"})
+
+    async def static(request: Request) -> Response:
+        found = assets.get(request.path_params["path"])
+        if found is None:
+            return OrjsonResponse({"error": {"problem": "no such file"}}, status_code=404)
+        asset, cache_control = found
+        headers = {"cache-control": cache_control, "etag": asset.etag}
+        if request.headers.get("if-none-match") == asset.etag:
+            return Response(status_code=304, headers=headers)
+        return Response(asset.body, media_type=asset.content_type, headers=headers)
 
     async def health(request: Request) -> Response:
         return OrjsonResponse({"ok": True, "roots": len(explorer.catalog.roots)})
@@ -97,9 +108,15 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
             return OrjsonResponse(await run_in_threadpool(build, session, request))
         return endpoint
 
-    def view_endpoint(build):
+    def view_endpoint(build, binary: bool = False):
+        """``binary``: answer Accept: application/x-trnscope-columns with columns as typed arrays."""
         async def endpoint(request: Request) -> Response:
             view = await run_in_threadpool(explorer.view, request)
+            if binary and columns.wants_columns(request.headers.get("accept")):
+                def packed() -> bytes:
+                    return columns.encode(build(view, request))
+                return Response(await run_in_threadpool(packed), media_type=columns.MEDIA_TYPE,
+                                headers={"cache-control": "no-store"})
             return OrjsonResponse(await run_in_threadpool(build, view, request))
         return endpoint
 
@@ -148,8 +165,8 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
     ]
     for prefix in ("", "/device/{neff}/{nc:int}"):
         entry_routes += [
-            Route(f"{prefix}/timeline", view_endpoint(timeline)),
-            Route(f"{prefix}/lod", view_endpoint(lod)),
+            Route(f"{prefix}/timeline", view_endpoint(timeline, binary=True)),
+            Route(f"{prefix}/lod", view_endpoint(lod, binary=True)),
             Route(f"{prefix}/slice/{{row:int}}", view_endpoint(slice_details)),
             Route(f"{prefix}/select", view_endpoint(select)),
         ]
@@ -160,7 +177,7 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         Mount("/api/entries/{eid}", routes=entry_routes),
         Route("/api/compare", compare),
         Route("/raw/{root:int}/{path:path}", raw_file),
-        Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+        Route("/static/{path:path}", static),
     ]
 
     async def profile_error(request: Request, exc: ProfileError) -> Response:
@@ -187,7 +204,7 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         ProfileError: profile_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
         OutsideRoots: outside, HTTPException: http_error, Exception: internal,
     })
-    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware, script_hashes=(assets.boot_hash,))
     if token:
         app.add_middleware(TokenMiddleware, token=token)
     if loopback_only:

@@ -1,11 +1,14 @@
 """The device trace view of one NEFF on one NeuronCore: engine and DMA-queue lanes, instructions
-coloured by their framework op, semaphore waits, DMA counters, and instruction dependencies."""
+coloured by their framework op, semaphore waits, DMA and SBUF/PSUM usage counters, and instruction
+dependencies."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..analysis.device_trace import ENGINE_LANES, ENGINE_TITLES, WAIT_NAME, DeviceTrace
+from ..analysis.device_trace import (
+    DMA_THROUGHPUT, ENGINE_LANES, ENGINE_TITLES, MEMORY_COUNTERS, PENDING_DMA, WAIT_NAME, DeviceTrace,
+)
 from .layout import device_layout
 from .views import TimelineView
 
@@ -18,7 +21,8 @@ class DeviceView(TimelineView):
         ``dur`` on the system view's axis), or None."""
         engines = {ENGINE_TITLES.get(name, name) for name in ENGINE_LANES}
         # device time is ns from the start of the NEFF execution: origin 0
-        super().__init__(device.trace, device_layout(device.trace, engines), origin=0)
+        counters = (DMA_THROUGHPUT, PENDING_DMA, *(title for _, title in MEMORY_COUNTERS))
+        super().__init__(device.trace, device_layout(device.trace, engines, counters), origin=0)
         self.device = device
         self.locate_execution = locate_execution
 
@@ -39,6 +43,8 @@ class DeviceView(TimelineView):
             "summary": header.get("summary") or {},
             "framework_ops": ops,
             "executions": [self._execution(e) for e in header.get("executions") or []],
+            # peak SBUF/PSUM usage per space; empty for NTFFs written before the allocation table
+            "memory": self.device.memory,
         }
 
     def _execution(self, execution: dict) -> dict:

@@ -149,7 +149,8 @@ def system_layout(trace: Trace, neuron: bool) -> Layout:
     return Layout(groups=_used(groups, lanes), lanes=_ordered(groups, lanes), color_by="name")
 
 
-def device_layout(trace: Trace, engine_titles: set[str]) -> Layout:
+def device_layout(trace: Trace, engine_titles: set[str], counter_order: tuple[str, ...] = ()) -> Layout:
+    """``counter_order``: counter rows by title, in this order first (the rest after them)."""
     depths = max_depths(trace)
     series = counter_series(trace)
     lanes = []
@@ -162,7 +163,11 @@ def device_layout(trace: Trace, engine_titles: set[str]) -> Layout:
         group = "engines" if track.name in engine_titles else "dma"
         lanes.append(Lane(f"t{track.id}", SLICES, track.id, track.name, group,
                           depth=int(max(1, depths[track.id])), role="engine" if group == "engines" else "dma_queue"))
-    return Layout(groups=_used(DEVICE_GROUPS, lanes), lanes=_ordered(DEVICE_GROUPS, lanes), color_by="cat")
+    group_rank = {g.id: i for i, g in enumerate(DEVICE_GROUPS)}
+    rank = {title: i for i, title in enumerate(counter_order)}
+    ordered = sorted(_ordered(DEVICE_GROUPS, lanes),  # stable: other lanes keep their order
+                     key=lambda lane: (group_rank[lane.group], rank.get(lane.title, len(rank)) if lane.kind == COUNTER else 0))
+    return Layout(groups=_used(DEVICE_GROUPS, lanes), lanes=ordered, color_by="cat")
 
 
 def _slice_lane_names(track, role: Role, neuron: bool) -> tuple[str, str, str]:

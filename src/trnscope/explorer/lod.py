@@ -42,25 +42,31 @@ class RuntimeRows:
         idx = idx[self.end[idx] > t0]
         if len(idx) <= px:
             return self.rows[idx], np.ones(len(idx), dtype=np.int64)
+        # ts is sorted, so buckets come in runs: per run the longest call (the first, on ties)
+        # without sorting, which matters on the first, whole-trace view of a big trace
         bucket = np.clip((self.ts[idx] - t0) * px // max(1, t1 - t0), 0, px - 1)
-        order = np.lexsort((-self.dur[idx], bucket))
-        sorted_bucket = bucket[order]
-        first = np.concatenate(([True], sorted_bucket[1:] != sorted_bucket[:-1]))
-        counts = np.diff(np.concatenate((np.flatnonzero(first), [len(order)])))
-        return self.rows[idx[order[first]]], counts.astype(np.int64)
+        starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+        counts = np.diff(np.concatenate((starts, [len(idx)])))
+        dur = self.dur[idx]
+        longest = np.repeat(np.maximum.reduceat(dur, starts), counts)
+        hits = np.flatnonzero(dur == longest)
+        run = np.searchsorted(starts, hits, side="right") - 1
+        first_hit = hits[np.concatenate(([True], run[1:] != run[:-1]))]
+        return self.rows[idx[first_hit]], counts.astype(np.int64)
 
 
 def slice_columns(trace: Trace, rows: np.ndarray, merged: np.ndarray, origin: int, color_by: str) -> dict:
+    """Columns as arrays: the JSON encoder writes them as lists, the binary one as they are."""
     s = trace.slices
     color = s.cat[rows] if color_by == "cat" else s.name[rows]
     return {
-        "ts": (s.ts_ns[rows] - origin).tolist(),
-        "dur": s.dur_ns[rows].tolist(),
-        "depth": s.depth[rows].tolist(),
-        "name": s.name[rows].tolist(),
-        "color": color.tolist(),
-        "row": rows.tolist(),
-        "merged": merged.tolist(),
+        "ts": s.ts_ns[rows] - origin,
+        "dur": s.dur_ns[rows],
+        "depth": s.depth[rows],
+        "name": s.name[rows],
+        "color": color,
+        "row": rows,
+        "merged": merged,
     }
 
 
@@ -75,13 +81,13 @@ def counter_columns(trace: Trace, series_ids: list[int], t0: int, t1: int, px: i
             starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
             ends = np.concatenate((starts[1:], [len(rows)]))
             out[str(sid)] = {
-                "ts": (ts[starts] - origin).tolist(),
-                "v": value[ends - 1].tolist(),
-                "min": np.minimum.reduceat(value, starts).tolist(),
-                "max": np.maximum.reduceat(value, starts).tolist(),
+                "ts": ts[starts] - origin,
+                "v": value[ends - 1],
+                "min": np.minimum.reduceat(value, starts),
+                "max": np.maximum.reduceat(value, starts),
             }
         else:
-            out[str(sid)] = {"ts": (ts - origin).tolist(), "v": value.tolist()}
+            out[str(sid)] = {"ts": ts - origin, "v": value}
     return out
 
 
@@ -95,12 +101,11 @@ def instant_columns(trace: Trace, tracks: list[int], t0: int, t1: int, px: int, 
         mine = rows[i.track[rows] == track]
         bucket = np.clip((i.ts_ns[mine] - t0) * px // max(1, t1 - t0), 0, px - 1)
         keep = mine[np.concatenate(([True], bucket[1:] != bucket[:-1]))] if len(mine) > px else mine
-        out[track] = {"ts": (i.ts_ns[keep] - origin).tolist(), "name": i.name[keep].tolist(), "row": keep.tolist()}
+        out[track] = {"ts": i.ts_ns[keep] - origin, "name": i.name[keep], "row": keep}
     return out
 
 
 def strings_for(trace: Trace, *id_lists) -> dict[str, str]:
-    ids = set()
-    for values in id_lists:
-        ids.update(values)
-    return {str(k): trace.strings[int(k)] for k in ids}
+    arrays = [np.asarray(v, dtype=np.int64) for v in id_lists if len(v)]
+    ids = np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, np.int64)
+    return {str(k): trace.strings[k] for k in ids.tolist()}

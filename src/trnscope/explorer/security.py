@@ -106,19 +106,26 @@ class LoopbackHostMiddleware:
         await self.app(scope, receive, send)
 
 
-# Everything the page loads comes from this server: no CDN, no inline scripts. no-referrer keeps a
-# token in the URL from leaking to any link target; frame-ancestors stops other sites framing it.
-SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; script-src 'self'; worker-src 'self'; connect-src 'self'; "
-                                 b"style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-]
+# Everything the page loads comes from this server: no CDN, and no inline script but the ones
+# named by hash (the boot script, see assets.py). no-referrer keeps a token in the URL from leaking
+# to any link target; frame-ancestors stops other sites framing it.
+def security_headers(script_hashes: tuple[str, ...] = ()) -> list[tuple[bytes, bytes]]:
+    scripts = " ".join(["'self'", *(f"'{h}'" for h in script_hashes)])
+    return [
+        (b"content-security-policy", f"default-src 'self'; script-src {scripts}; worker-src 'self'; connect-src 'self'; "
+                                     f"style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'".encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"no-referrer"),
+    ]
+
+
+SECURITY_HEADERS = security_headers()
 
 
 class SecurityHeadersMiddleware:
-    def __init__(self, app) -> None:
+    def __init__(self, app, script_hashes: tuple[str, ...] = ()) -> None:
         self.app = app
+        self.headers = security_headers(script_hashes)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -127,7 +134,7 @@ class SecurityHeadersMiddleware:
 
         async def with_headers(message):
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
             await send(message)
 
         await self.app(scope, receive, with_headers)

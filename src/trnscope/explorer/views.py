@@ -34,17 +34,21 @@ class TimelineView:
         self.lanes = {lane.id: lane for lane in layout.lanes}
         self._runtime: dict[int, RuntimeRows] = {}
         self._lock = threading.Lock()
+        self._described: dict | None = None
 
     # --- layout ------------------------------------------------------------------------------
 
     def describe(self) -> dict:
-        trace = self.trace
-        return {
-            "origin_ns": str(self.origin),
-            "start": trace.start_ns - self.origin if len(trace.slices) or len(trace.counters) else 0,
-            "end": trace.end_ns - self.origin,
-            **self.layout.to_dict(),
-        }
+        # the trace and its layout never change: worked out once (the span scans every event)
+        if self._described is None:
+            trace = self.trace
+            self._described = {
+                "origin_ns": str(self.origin),
+                "start": trace.start_ns - self.origin if len(trace.slices) or len(trace.counters) else 0,
+                "end": trace.end_ns - self.origin,
+                **self.layout.to_dict(),
+            }
+        return dict(self._described)
 
     def initial_lod(self, px: int) -> dict:
         """What the browser draws first: the whole trace (with the 1% margin the timeline shows
@@ -82,7 +86,7 @@ class TimelineView:
             if lane.runtime_only:
                 rows, merged = self._runtime_rows(lane.track).lod(a, b, px)
                 columns = slice_columns(self.trace, rows, merged, self.origin, self.layout.color_by)
-                columns["depth"] = [0] * len(rows)  # runtime calls are leaves: one row
+                columns["depth"] = np.zeros(len(rows), dtype=np.int32)  # runtime calls are leaves: one row
                 out[lane.id] = columns
                 name_ids += [columns["name"], columns["color"]]
             elif lane.kind == COUNTER:

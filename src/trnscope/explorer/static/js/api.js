@@ -1,5 +1,8 @@
-// The explorer's JSON API. Errors come back as {error: {problem, hint, file}}; they are thrown as
-// ApiError so views can show the problem and the hint instead of a stack trace.
+// The explorer's JSON API; timeline answers come as binary columns (timeline/columns.js). Errors
+// come back as {error: {problem, hint, file}}; they are thrown as ApiError so views can show the
+// problem and the hint instead of a stack trace.
+
+import { fetchColumns, readColumns } from "./timeline/columns.js";
 
 export class ApiError extends Error {
   constructor(status, body) {
@@ -26,6 +29,25 @@ export async function getJSON(url, { signal } = {}) {
 }
 
 const enc = encodeURIComponent;
+
+async function columns(url, response = null) {
+  let answer;
+  try {
+    answer = await (response ? response.then(readColumns) : fetchColumns(url));
+  } catch (err) {
+    throw new ApiError(0, { error: { problem: "the explorer server cannot be reached", hint: "Is `trnscope view` still running?" } });
+  }
+  if (!answer.ok) throw new ApiError(answer.status, answer.data);
+  return answer.data;
+}
+
+// The request index.html's boot script started for this timeline, if any (used once).
+function bootLayout(base) {
+  const boot = window.__trnscopeBoot;
+  if (!boot || boot.base !== base) return null;
+  window.__trnscopeBoot = null;
+  return boot.response;
+}
 
 // Level-of-detail answers are fetched and decoded by a worker (see timeline/lodworker.js); the
 // main-thread fetch is the fallback where module workers are unavailable.
@@ -54,7 +76,7 @@ function lodWorker() {
 
 function getDecoded(url) {
   const w = lodWorker();
-  if (!w) return getJSON(url);
+  if (!w) return columns(url);
   return new Promise((resolve, reject) => {
     const id = ++nextId;
     waiting.set(id, { resolve, reject });
@@ -73,12 +95,15 @@ export const api = {
     const base = device ? `/api/entries/${enc(id)}/device/${enc(device.neff)}/${device.nc}` : `/api/entries/${enc(id)}`;
     return {
       // px: also answer the level of detail of the whole trace at that width (saves a round trip).
-      // Fetched on the main thread: starting the worker costs more than parsing this one answer,
-      // so the worker starts meanwhile and takes the requests that follow.
+      // Usually already asked for by the boot script (at about that width: the timeline asks
+      // again if it is off by more than 1.5x). Fetched on the main thread: decoding binary columns
+      // costs nothing.
       layout: (px) => {
-        lodWorker();
-        return getJSON(px ? `${base}/timeline?px=${px}` : `${base}/timeline`);
+        const early = px ? bootLayout(base) : null;
+        return early ? columns(null, early) : px ? columns(`${base}/timeline?px=${px}`) : getJSON(`${base}/timeline`);
       },
+      // after the first paint: start the worker that fetches the level of detail from then on
+      prepare: () => { lodWorker(); },
       lod: (t0, t1, px, lanes) =>
         getDecoded(`${base}/lod?t0=${t0}&t1=${t1}&px=${px}${lanes ? `&lanes=${lanes.join(",")}` : ""}`),
       details: (row) => getJSON(`${base}/slice/${row}`),

@@ -9,16 +9,22 @@
 
 import { el, fill } from "./format.js";
 import { entries, entryById, KIND_LABEL } from "./store.js";
-import { profilesView } from "./views/profiles.js";
-import { systemView } from "./views/system.js";
-import { deviceView } from "./views/device.js";
-import { opsView } from "./views/ops.js";
-import { summaryView } from "./views/summary.js";
-import { compareView } from "./views/compare.js";
 import { errorPanel } from "./views/common.js";
 
-const main = document.getElementById("main");
-const nav = document.getElementById("nav");
+// Views load when first shown: a page waits only for its own modules before it asks for data
+// (index.html still preloads them all, so switching pages costs no round trip).
+const lazy = (load, name) => async (...args) => (await load())[name](...args);
+const profilesView = lazy(() => import("./views/profiles.js"), "profilesView");
+const systemView = lazy(() => import("./views/system.js"), "systemView");
+const deviceView = lazy(() => import("./views/device.js"), "deviceView");
+const opsView = lazy(() => import("./views/ops.js"), "opsView");
+const summaryView = lazy(() => import("./views/summary.js"), "summaryView");
+const compareView = lazy(() => import("./views/compare.js"), "compareView");
+
+performance.mark("trnscope:main"); // the entry module ran (benchmarks read it)
+
+let main = null;
+let nav = null;
 let current = null;
 let generation = 0;
 
@@ -29,6 +35,8 @@ function parseHash() {
 }
 
 async function route() {
+  main = document.getElementById("main");
+  nav = document.getElementById("nav");
   const mine = ++generation;
   if (current && current.destroy) current.destroy();
   current = null;
@@ -42,14 +50,19 @@ async function route() {
       id = parts[1];
       page = parts[2] || "system";
       renderNav(page, id, parts);
-      // the entry's name arrives with the listing; the view does not wait for it
-      entries().then(() => { if (mine === generation) renderNav(page, id, parts); }, () => null);
       document.body.dataset.page = page;
-      if (page === "system") result = await systemView(main, { id, query });
-      else if (page === "ops") result = await opsView(main, { id });
-      else if (page === "summary") result = await summaryView(main, { id });
-      else if (page === "device") result = await deviceView(main, { id, neff: parts[3], nc: parts[4], query });
-      else throw new Error(`unknown page ${page}`);
+      // the entry's name arrives with the listing, asked for once the page is up: the view's own
+      // data comes first
+      const named = () => entries().then(() => { if (mine === generation) renderNav(page, id, parts); }, () => null);
+      try {
+        if (page === "system") result = await systemView(main, { id, query });
+        else if (page === "ops") result = await opsView(main, { id });
+        else if (page === "summary") result = await summaryView(main, { id });
+        else if (page === "device") result = await deviceView(main, { id, neff: parts[3], nc: parts[4], query });
+        else throw new Error(`unknown page ${page}`);
+      } finally {
+        named();
+      }
     } else if (parts[0] === "compare") {
       renderNav("compare", null, parts);
       document.body.dataset.page = "compare";
@@ -84,4 +97,6 @@ function renderNav(page, id, parts) {
 }
 
 window.addEventListener("hashchange", route);
-route();
+// boot.js adds this module from the head: the body may still be parsing when it runs
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", route, { once: true });
+else route();

@@ -231,7 +231,9 @@ function drawCounter(ctx, f, lane, data, y, h) {
   ctx.fillStyle = "#7b8794";
   ctx.font = SMALL;
   const top = series[0];
-  if (top) ctx.fillText(`max ${formatValue(top.max, top.name)}`, LABEL_W + 4, y + 8);
+  // usage counters also carry their share of capacity: the headline a reader looks for
+  const share = (lane.series || []).find((s) => s.name === "percent" && s !== top);
+  if (top) ctx.fillText(`max ${formatValue(top.max, top.name)}${share ? ` (${formatValue(share.max, "percent")} of capacity)` : ""}`, LABEL_W + 4, y + 8);
   ctx.font = FONT;
 }
 

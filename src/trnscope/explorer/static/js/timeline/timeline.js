@@ -253,9 +253,14 @@ export class Timeline {
     metrics.draws += 1;
     metrics.drawMs.push(spent);
     if (metrics.drawMs.length > 2000) metrics.drawMs.splice(0, 1000);
-    if (this.data && metrics.firstPaint === null) {
-      metrics.firstPaint = performance.now();
-      performance.mark("trnscope:first-paint");
+    if (this.data && !this.painted) {
+      this.painted = true;
+      if (metrics.firstPaint === null) {
+        metrics.firstPaint = performance.now();
+        performance.mark("trnscope:first-paint");
+      }
+      // whatever helps later frames (the fetching worker) starts now, not before the first one
+      if (this.source.prepare) setTimeout(() => this.source.prepare(), 0);
     }
   }
 

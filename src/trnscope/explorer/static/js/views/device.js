@@ -1,6 +1,6 @@
 // Device trace: one NEFF execution on one NeuronCore. Rows per DMA queue and engine, instructions
-// coloured by the PyTorch op they came from, semaphore waits in red, DMA counters; clicking an
-// instruction shows its semaphore dependencies as arrows and tables.
+// coloured by the PyTorch op they came from, semaphore waits in red, DMA and SBUF/PSUM usage
+// counters; clicking an instruction shows its semaphore dependencies as arrows and tables.
 
 import { api } from "../api.js";
 import { colorFor, WAIT_COLOR } from "../colors.js";
@@ -64,12 +64,25 @@ function header(layout, id, seq) {
         fig("device time", fmtTime(s.total_time_ns)), fig("MFU", fmtPercentValue(s.mfu_estimated_percent)),
         fig("MBU", fmtPercentValue(s.mbu_estimated_percent)), fig("HBM traffic", fmtBytes((s.hbm_read_bytes || 0) + (s.hbm_write_bytes || 0))),
         fig("DMA transfers", fmtCount(s.dma_transfer_count)), fig("avg DMA", fmtBytes(s.dma_transfer_average_bytes)),
-        fig("bottleneck", s.bottleneck || "–")),
+        fig("bottleneck", s.bottleneck || "–"),
+        ...memoryFigures(layout.memory || {})),
       el("div.engines", {}, bars)),
     el("div.legend", {}, el("span.muted", {}, "Colour = originating op: "), legend),
     executions.length ? el("details.executions", {}, el("summary", {}, `${executions.length} execution(s) of this NEFF in the profile`), el("ul", {}, executions)) : null);
 }
 
-function fig(label, value) {
-  return el("div.figure", {}, el("span.value", {}, value), el("span.label", {}, label));
+// Peak on-chip usage (from the NTFF's allocation table); NTFFs without one say so once.
+function memoryFigures(memory) {
+  const spaces = [["sbuf", "SBUF peak"], ["psum", "PSUM peak"]].filter(([k]) => memory[k]);
+  if (!spaces.length) return [fig("SBUF / PSUM", "not recorded", "This NTFF has no allocation table (written before NTFF 1.1): no usage rows")];
+  return spaces.map(([k, label]) => {
+    const m = memory[k];
+    const share = m.peak_percent !== null && m.peak_percent !== undefined ? ` · ${fmtPercentValue(m.peak_percent)}` : "";
+    return fig(`${label}${share}`, fmtBytes(m.peak_bytes),
+      `${label} at ${fmtTime(m.peak_ns)} of ${m.capacity_bytes ? fmtBytes(m.capacity_bytes) : "unknown capacity"}; ${fmtCount(m.allocations)} live ranges`);
+  });
+}
+
+function fig(label, value, title = undefined) {
+  return el("div.figure", { title }, el("span.value", {}, value), el("span.label", {}, label));
 }

@@ -4,7 +4,7 @@
 
 import { api } from "../api.js";
 import { el, fmtBytes, fmtCount, fmtPct, fmtPercentValue, fmtTime, fill } from "../format.js";
-import { DataTable } from "../widgets/table.js";
+import { DataTable, downloadText } from "../widgets/table.js";
 import { deviceHash, errorPanel, go, loading, systemHash } from "./common.js";
 
 export async function opsView(main, { id }) {
@@ -27,7 +27,8 @@ export async function opsView(main, { id }) {
     { key: "cpu_self_ns", title: "CPU self", align: "right", format: time, tip: "Host time excluding child events" },
     { key: "device_total_ns", title: "Device total", align: "right", format: time, tip: "Device time of everything this op launched, directly or through its children" },
     { key: "device_self_ns", title: "Device self", align: "right", format: time, tip: "Device time launched by this op itself (its nearest op)" },
-    { key: "device_share", title: "% device", align: "right", value: (r) => r.device_self_ns / deviceTotal, format: (v) => fmtPct(v) },
+    { key: "device_share", title: "% device", align: "right", value: (r) => r.device_self_ns / deviceTotal, format: (v) => fmtPct(v),
+      tip: "Device self time / all device time (a fraction in the CSV)" },
     { key: "dispatches", title: "Dispatches", align: "right", format: fmtCount, tip: "Device executions launched under this op" },
     { key: "program_count", title: neuron ? "NEFFs" : "Kernels", align: "right", value: (r) => r.programs.length, format: fmtCount },
     { key: "bytes", title: neuron ? "HBM / copy bytes" : "Copy bytes", align: "right", format: fmtBytes },
@@ -41,6 +42,12 @@ export async function opsView(main, { id }) {
     rowClass: (row) => (row.category.endsWith("_runtime") ? "runtime" : ""),
     className: "ops-table",
   });
+  const csvName = (what) => `${(data.name || "profile").replace(/[^\w.-]+/g, "_")}-${what}.csv`;
+  // what the table shows (filters and sort applied), every row, raw numbers
+  const download = el("button.csv-download", {
+    title: "Download the rows shown (filter and sort applied) as CSV",
+    onclick: () => downloadText(table.toCSV([{ key: "programs", value: (r) => r.programs }]), csvName("operators")),
+  }, "Download CSV");
   const applyFilters = () => {
     table.setRows(onlyDevice.checked ? data.ops.filter((r) => r.dispatches > 0) : data.ops);
     table.setFilter(filter.value);
@@ -50,7 +57,7 @@ export async function opsView(main, { id }) {
 
   const kernelColumns = [
     { key: "name", title: neuron ? "NEFF / copy" : "Kernel / copy" },
-    { key: "ops", title: "Launched by", value: (r) => r.ops.join(", ") },
+    { key: "ops", title: "Launched by", value: (r) => r.ops.join(", "), csv: (r) => r.ops },
     { key: "calls", title: "Calls", align: "right", format: fmtCount },
     { key: "device_total_ns", title: "Total", align: "right", format: time },
     { key: "avg", title: "Avg", align: "right", value: (r) => r.device_total_ns / r.calls, format: time },
@@ -62,7 +69,7 @@ export async function opsView(main, { id }) {
     kernelColumns.push({ key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "mfu_percent", title: "MFU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "bottleneck", title: "Bottleneck" },
-      { key: "trace", title: "", value: () => "", format: (v, r) => deviceButtons(id, r.program, r.ntff, r.name) });
+      { key: "trace", title: "", value: () => "", format: (v, r) => deviceButtons(id, r.program, r.ntff, r.name), csv: false });
   }
   const kernels = new DataTable({ columns: kernelColumns, rows: data.kernels, sortKey: "device_total_ns", className: "kernels-table",
     onRowClick: null });
@@ -70,10 +77,13 @@ export async function opsView(main, { id }) {
   fill(main, 
     el("div.page-head", {},
       el("div", {}, el("h1", {}, "Operators"), el("p.muted", {}, `${data.name} · host CPU self ${fmtTime(data.cpu_self_total_ns)} · device ${fmtTime(data.device_total_ns)}`)),
-      el("div.toolbar", {}, filter, el("label", {}, onlyDevice, " only ops with device work"))),
+      el("div.toolbar", {}, filter, el("label", {}, onlyDevice, " only ops with device work"), download)),
     el("p.muted", {}, "Click a row for its NEFFs and links. Times are sums over all calls, like prof.key_averages()."),
     el("div.table-wrap", {}, table.node),
-    el("h2", {}, neuron ? "NEFFs and copies" : "Device kernels and copies"),
+    el("div.section-head", {}, el("h2", {}, neuron ? "NEFFs and copies" : "Device kernels and copies"),
+      el("button.csv-download.kernels", { title: "Download this table as CSV",
+        onclick: () => downloadText(kernels.toCSV([{ key: "program", value: (r) => r.program }]), csvName(neuron ? "neffs" : "kernels")) },
+      "Download CSV")),
     el("div.table-wrap", {}, kernels.node));
   return {};
 }

@@ -1,5 +1,6 @@
-// A sortable, filterable table. Columns: {key, title, format?, value?, align?, tip?}. Clicking a
-// header sorts by it (again: reverses); rows can expand to show a detail node below them.
+// A sortable, filterable table. Columns: {key, title, format?, value?, align?, tip?, csv?}. Clicking
+// a header sorts by it (again: reverses); rows can expand to show a detail node below them.
+// toCSV() gives the rows as shown (filter and sort applied, none cut off) with raw values.
 
 import { clear, el } from "../format.js";
 
@@ -77,6 +78,19 @@ export class DataTable {
     clear(this.node).append(el("thead", {}, head), body);
   }
 
+  // CSV of the visible rows: one column per table column, headed by its key (the API's field
+  // name: units are in it, e.g. _ns), holding the raw value (a column's ``csv: (row) => value``
+  // overrides; ``csv: false`` leaves it out), then ``extra`` columns [{key, value(row)}].
+  toCSV(extra = []) {
+    const columns = [
+      ...this.columns.filter((c) => c.csv !== false).map((c) => ({ key: c.key, value: c.csv || ((row) => this.value(c, row)) })),
+      ...extra,
+    ];
+    const lines = [columns.map((c) => csvCell(c.key)).join(",")];
+    for (const row of this.visibleRows()) lines.push(columns.map((c) => csvCell(c.value(row))).join(","));
+    return lines.join("\r\n") + "\r\n";
+  }
+
   sortBy(key) {
     if (this.sortKey === key) this.sortDesc = !this.sortDesc;
     else { this.sortKey = key; this.sortDesc = true; }
@@ -90,4 +104,24 @@ export class DataTable {
     else this.expanded.add(key);
     this.render();
   }
+}
+
+// RFC 4180 quoting. Text that a spreadsheet would run as a formula (=, +, -, @ first) gets a
+// leading apostrophe: names come from trace files, which anyone can write.
+function csvCell(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "number") return Number.isFinite(value) ? String(value) : "";
+  let text = Array.isArray(value) ? value.join(";") : String(value);
+  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+// Offer text as a file download (no server round trip: the table already has every row).
+export function downloadText(text, filename, type = "text/csv") {
+  const url = URL.createObjectURL(new Blob([text], { type: `${type};charset=utf-8` }));
+  const link = el("a", { href: url, download: filename });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
