@@ -1,12 +1,20 @@
 """Simulator and interpreter throughput on a tiled 4096x4096x4096 bf16 matmul (instructions per second).
 
 Every figure is the best of several runs of a freshly built-in-process Program with the timeline
-cache off (cold), in CPU seconds of this process (``time.process_time``: on a shared machine the
-wall clock mostly measures the neighbours) and, for reference, wall seconds. Each is printed as a
-ratio to the 1 M instructions/s target and to a baseline measured in the same run: a bare Python
-visit of every instruction (``[ins.op for ins in instructions]``), the floor of any per-instruction
-Python pass. The per-instruction reference paths (the specifications of the fast ones, see
-tests/sim/test_fast_encoding.py) are timed too, as the before picture.
+cache off (cold) unless the row says otherwise, in CPU seconds of this process
+(``time.process_time``: on a shared machine the wall clock mostly measures the neighbours) and, for
+reference, wall seconds. Each is printed as a ratio to the 1 M instructions/s target and to a
+baseline measured in the same run: a bare Python visit of every instruction (``[ins.op for ins in
+instructions]``), the floor of any per-instruction Python pass. The per-instruction reference paths
+(the specifications of the fast ones, see tests/sim/test_fast_encoding.py and
+tests/isa/test_neff_fast.py) are timed too, as the before picture.
+
+The shape grouping is kept by ``Program.add`` while the builder runs (its cost is inside the build
+time); "index rebuilt" is what a Program whose list did not come through add() (a NEFF read back)
+pays once instead. The NEFF hash rows time ``content_hash`` (body + SHA-256) with the per-shape text
+memo empty (cold: a new Program) and filled (warm: a Program like one hashed before); "simulate() new
+Program, cached" is what the runtime pays for a new kernel: the hash for the cache key, then a cold
+simulation.
 
     python benchmarks/bench_sim.py [--quick]    # --quick: a 2048^3 matmul instead
 """
@@ -21,12 +29,12 @@ import numpy as np
 
 from trnscope import hw
 from trnscope.compiler.kernels.matmul import matmul_program
-from trnscope.isa import execution_order, validate
-from trnscope.isa.columns import program_columns
+from trnscope.isa import execution_order, neff, validate
+from trnscope.isa.columns import ShapeIndex, program_columns
 from trnscope.isa.validate import _validate_reference
 from trnscope.sim.core import run_core
 from trnscope.sim.encode import encode, encode_reference
-from trnscope.sim.simulate import simulate
+from trnscope.sim.simulate import clear_cache, simulate
 
 TARGET = 1_000_000
 
@@ -82,19 +90,39 @@ def main() -> None:
     print(f"built by KernelBuilder in {build_cpu:.2f} s CPU ({build_wall:.2f} s wall): "
           f"{n / build_cpu / 1e3:.1f} k instr/s, paid once per Program before any simulate()")
 
+    def content_hash(memo: bool):
+        if not memo:
+            neff._SEGMENTS.clear()
+            neff._AP_TEXT.clear()
+        prog._hash = None
+        return prog.content_hash
+
+    def simulate_new_program():
+        content_hash(memo=False)  # a Program simulate() has not seen: hashed for the cache key
+        clear_cache()
+        simulate(prog, spec)
+
+    body = neff.encode_body(prog)
+    assert body == neff._encode_body_reference(prog)
+    print(f"NEFF body {len(body) / 1e6:.2f} MB, identical to the reference body")
     with_gc = gc.isenabled()
     visit = best_of(lambda: [ins.op for ins in prog.instructions], repeat=9)
     rows = [
         ("simulate() cold, checked", best_of(lambda: simulate(prog, spec, cache=False))),
         ("simulate() cold, check=False", best_of(lambda: simulate(prog, spec, cache=False, check=False))),
-        ("  columns (one pass)", best_of(lambda: program_columns(prog))),
+        ("simulate() new Program, cached", best_of(simulate_new_program)),
+        ("  columns (from the index)", best_of(lambda: program_columns(prog))),
         ("  validate(columns)", best_of(lambda: validate(prog, spec, columns=cols))),
         ("  execution_order(columns)", best_of(lambda: execution_order(prog, columns=cols))),
         ("  encode(columns)", best_of(lambda: encode(prog, spec, columns=cols))),
         ("  event core", best_of(lambda: run_core(*args), repeat=9)),
         ("validate() standalone", best_of(lambda: validate(prog, spec))),
+        ("index rebuilt (no add())", best_of(lambda: ShapeIndex.build(prog.instructions, prog.label))),
+        ("NEFF hash, cold", best_of(lambda: content_hash(memo=False))),
+        ("NEFF hash, warm", best_of(lambda: content_hash(memo=True))),
         ("reference validate", best_of(lambda: _validate_reference(prog, spec), repeat=1)),
         ("reference encode", best_of(lambda: encode_reference(prog, spec), repeat=1)),
+        ("reference NEFF body", best_of(lambda: neff._encode_body_reference(prog), repeat=1)),
     ]
     assert gc.isenabled() == with_gc
     print(f"{'':30s} {'CPU ms':>9s} {'M instr/s':>10s} {'x target':>9s} {'x visit':>8s} {'wall ms':>9s}")

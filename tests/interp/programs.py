@@ -73,9 +73,7 @@ class Kernel:
         for d in deps:
             if d is not None and d[0] != sem:  # same-stream order is implicit
                 waits[d[0]] = max(waits.get(d[0], 0), d[1])
-        ins.waits = tuple(waits.items())
-        ins.signals = ((sem, 1),)
-        self.prog.add(ins)
+        self.prog.add(ins, waits=tuple(waits.items()), signals=((sem, 1),))
         self._count[stream] += 1
         return sem, self._count[stream]
 

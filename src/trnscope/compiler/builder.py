@@ -180,10 +180,9 @@ class KernelBuilder:
         for ap in ins.writes():
             self._track(ap, stream, my_count, write=True, depend=depend)
         waits = tuple(sorted((self._sem(s), c) for s, c in need.items()))
-        ins.waits = tuple(ins.waits) + waits
-        ins.signals = tuple(ins.signals) + ((self._sem(stream), 1),)
+        signals = ((self._sem(stream), 1),)
         self._counts[stream] = my_count
-        return self.p.add(ins)
+        return self.p.add(ins, waits=waits, signals=signals)
 
     def _track(self, ap: AP, stream: str, count: int, write: bool, depend) -> None:
         if ap.space is Space.HBM:

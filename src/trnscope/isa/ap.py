@@ -14,6 +14,8 @@ from enum import Enum
 from itertools import count
 from math import prod
 
+import orjson
+
 from .dtypes import DType
 
 
@@ -27,16 +29,21 @@ class Space(str, Enum):
 
 Dims = tuple[tuple[int, int], ...]
 
-# Content ids: every pattern gets an int ``_sid`` shared by all equal patterns made since the table
-# was last cleared, so per-instruction keys (simulator encoding, validation) hash and compare plain
-# ints instead of calling AP.__hash__/__eq__ in Python. Ids come from one counter and are never
-# reused, so two different patterns never share one; clearing the bounded table only means a later
-# equal pattern gets a fresh id (a memo miss, never a wrong hit). ``_fid`` does the same for the
-# pattern's form (space, dtype, partitions, dims) without its placement: what costs depend on.
-_SIDS: dict[tuple, int] = {}
+# Content ids: every pattern gets an int ``_sid`` shared by all patterns with the same serialisation
+# (``orjson.dumps`` of its fields, which is also its NEFF text) made since the table was last cleared,
+# so per-instruction keys (columns, NEFF hashing) hash and compare plain ints instead of calling
+# AP.__hash__/__eq__ in Python. Interning on the bytes rather than on the field tuple keeps an id
+# exact for serialisation: offset 256 and 256.0 are equal tuples but different NEFF text. Ids come
+# from one counter and are never reused, so two different patterns never share one; clearing the
+# bounded table only means a later equal pattern gets a fresh id (a memo miss, never a wrong hit); a
+# pattern orjson cannot serialise (NumPy scalars in its fields) gets an id of its own. ``_fid`` does
+# the same for the pattern's form (space, dtype, partitions, dims) without its placement, interned on
+# the tuple: what costs depend on.
+_SIDS: dict[bytes, int] = {}
 _FIDS: dict[tuple, int] = {}
 _ID_COUNTER = count()
 SID_TABLE_LIMIT = 1 << 17
+_dumps = orjson.dumps
 
 
 def _intern(table: dict, key: tuple) -> int:
@@ -66,10 +73,15 @@ class AP:
     # Patterns are hashed and compared on hot paths (cost memo keys): both work on one cached tuple.
     def __post_init__(self) -> None:
         key = (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor, self.pstride)
-        object.__setattr__(self, "_key", key)
-        object.__setattr__(self, "_hash", hash(key))
-        object.__setattr__(self, "_sid", _intern(_SIDS, key))
-        object.__setattr__(self, "_fid", _intern(_FIDS, key[:4]))
+        setattr_ = object.__setattr__
+        setattr_(self, "_key", key)
+        setattr_(self, "_hash", hash(key))
+        try:
+            sid = _intern(_SIDS, _dumps(key))
+        except TypeError:
+            sid = next(_ID_COUNTER)
+        setattr_(self, "_sid", sid)
+        setattr_(self, "_fid", _intern(_FIDS, key[:4]))
 
     def __hash__(self) -> int:
         return self._hash

@@ -10,8 +10,11 @@ instruction per shape, a form id per shape and one representative per form; ever
 evaluated per form or per pattern and broadcast with NumPy. The waits are the only per-instruction
 data, kept as CSR arrays.
 
-The pass runs on C-level iterators (``map`` over ``attrgetter``s, ``dict.setdefault``) so no Python
-bytecode runs per instruction; access patterns enter the keys as their ids ``AP._sid``/``AP._fid``.
+The grouping is kept by the Program as instructions are added (:class:`ShapeIndex`), so
+``program_columns`` only turns it into arrays and evaluates the per-form fields: no Python bytecode
+runs per instruction when a Program is simulated. A list that did not come through ``Program.add``
+is indexed in one pass of C-level iterators (``map`` over ``attrgetter``s, ``dict.setdefault``).
+Access patterns enter the keys as their ids ``AP._sid``/``AP._fid``.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ import gc
 from array import array
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from itertools import chain
-from operator import attrgetter, call
+from functools import partial
+from itertools import chain, tee
+from operator import attrgetter, call, is_not
 
 import numpy as np
+import orjson
 
 from .ap import AP
 from .errors import ProgramError
@@ -71,23 +76,38 @@ class Columns:
 class _KeyGetters(dict):
     """class -> attrgetter of the fields that define an instruction's shape or form (all but ``waits``)."""
 
-    def __init__(self, ap_id: str):
+    def __init__(self, ap_id: str, with_class: bool = True):
         super().__init__()
         self.ap_id = ap_id
+        self.with_class = with_class
 
     def __missing__(self, cls):
-        names = ["__class__"]
+        names = ["__class__"] if self.with_class else []
         for f in fields(cls):
             if f.name == "waits":
                 continue
             # fields declared as a plain AP enter the key by id; AP-or-scalar fields as they are
             names.append(f"{f.name}.{self.ap_id}" if f.type in ("AP", AP) else f.name)
-        getter = self[cls] = attrgetter(*names)
+        getter = self[cls] = attrgetter(*names)  # every class has signals and op: always a tuple
         return getter
 
 
-_SHAPE_KEYS = _KeyGetters("_sid")
+_SHAPE_VALUES = _KeyGetters("_sid", with_class=False)
 _FORM_KEYS = _KeyGetters("_fid")
+
+
+def _operand_ref(v):
+    """orjson's fallback inside a shape key: a pattern in an AP-or-scalar field enters by its content id
+    (exact for serialisation, see ``ap._SIDS``); anything else orjson cannot write makes the key fail."""
+    if isinstance(v, AP):
+        return {"\0ap": v._sid}
+    raise TypeError(f"{type(v).__name__} in an instruction field")
+
+
+# Dataclasses pass through to _operand_ref: orjson would otherwise write a pattern's every slot.
+_dump_values = partial(orjson.dumps, default=_operand_ref, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+_KEY_ERRORS = (AttributeError, TypeError, ValueError, OverflowError)
+_PAIRS = frozenset((2,))
 
 
 def _freeze(v):
@@ -109,22 +129,167 @@ def _slow_key(ins, form: bool) -> tuple:
     return tuple(vals)
 
 
-def _group(instrs: list, getters: _KeyGetters, form: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(group id of each instruction, index of each group's first instruction), groups of equal keys."""
-    n = len(instrs)
+def _form_key(ins) -> tuple:
     try:
-        keys = list(map(call, map(getters.__getitem__, map(type, instrs)), instrs))
-        firsts = _first_of_key(keys, n)
+        key = _FORM_KEYS[type(ins)](ins)
+        hash(key)  # a list field gets through the getter
+        return key
     except (AttributeError, TypeError):
-        firsts = _first_of_key([_slow_key(ins, form) for ins in instrs], n)
+        return _slow_key(ins, True)
+
+
+class ShapeIndex:
+    """A Program's instructions grouped into shapes and forms, with their waits flattened: everything
+    :func:`program_columns` needs from the instructions themselves.
+
+    ``Program.add`` extends the index one instruction at a time (a key, a dict look-up and the waits
+    appended to an array: about a microsecond against the tens the builder spends making the
+    instruction), so ``simulate()`` finds the grouping done. :meth:`build` makes it for a whole list
+    at once (a NEFF read back, ``Program(instructions=[...])``, a list edited in place).
+
+    A shape key is ``(class, field values, orjson bytes of the field values)`` with access patterns by
+    content id: equal values (what the simulator needs) *and* equal serialisation (what the NEFF hash
+    needs: ``1`` and ``1.0`` are equal values but different text; ``None`` and ``nan`` the same text but
+    different values). ``exact`` is False when some instruction could only be keyed the slow way.
+    """
+
+    __slots__ = ("instrs", "keys", "shape", "reps", "first", "shape_form", "form_reps", "form_first",
+                 "wait_cnt", "wait_flat", "exact", "_ids", "_form_ids")
+
+    def __init__(self) -> None:
+        self.instrs: list = []          # the instructions indexed, in order (the same objects)
+        self.keys: list = []            # [n_shapes] shape key
+        self.shape = array("q")         # [n] shape id
+        self.reps: list = []            # [n_shapes] first instruction of each shape
+        self.first = array("q")         # [n_shapes] its index
+        self.shape_form = array("q")    # [n_shapes] form id
+        self.form_reps: list = []       # [n_forms] first instruction of each form
+        self.form_first = array("q")    # [n_forms] the shape it came from
+        self.wait_cnt = array("q")      # [n] waits per instruction
+        self.wait_flat = array("q")     # (semaphore, value) pairs, flattened
+        self.exact = True
+        self._ids: dict = {}
+        self._form_ids: dict = {}
+
+    def add(self, ins) -> bool:
+        """Index one more instruction; False when this one cannot be (the caller drops the index)."""
+        cls = type(ins)
+        try:
+            vals = _SHAPE_VALUES[cls](ins)
+            key = (cls, vals, _dump_values(vals))
+            sid = self._ids.setdefault(key, len(self._ids))
+            waits = ins.waits
+            if waits:
+                if not _PAIRS.issuperset(map(len, waits)):
+                    return False  # program_columns rebuilds and names the instruction
+                self.wait_flat.extend(chain.from_iterable(waits))
+        except _KEY_ERRORS:
+            return False
+        if sid == len(self.reps):
+            self._new_shape(key, ins, len(self.instrs))
+        self.shape.append(sid)
+        self.wait_cnt.append(len(waits))
+        self.instrs.append(ins)
+        return True
+
+    def _new_shape(self, key, ins, index: int) -> None:
+        k = len(self.reps)
+        self.keys.append(key)
+        self.reps.append(ins)
+        self.first.append(index)
+        fid = self._form_ids.setdefault(_form_key(ins), len(self._form_ids))
+        if fid == len(self.form_reps):
+            self.form_reps.append(ins)
+            self.form_first.append(k)
+        self.shape_form.append(fid)
+
+    def matches(self, instrs: list, identical: bool = False) -> bool:
+        """Whether the index still describes ``instrs``: the same list of instructions, element for element
+        (``identical``: the same objects; otherwise equal ones, which the simulator cannot tell apart)."""
+        mine = self.instrs
+        if len(mine) != len(instrs):
+            return False
+        return not any(map(is_not, mine, instrs)) if identical else mine == instrs
+
+    @classmethod
+    def build(cls, instrs: list, label=None) -> "ShapeIndex":
+        """The index of a whole list, in C-level passes. ``label(i)`` names instruction i in errors."""
+        n = len(instrs)
+        idx = cls()
+        memo: dict = {}
+        try:
+            # a lazy stream of keys: only each shape's first key is kept (in the memo), the others are
+            # freed at once, so orjson's output buffers are reused instead of piling up
+            vals = map(call, map(_SHAPE_VALUES.__getitem__, map(type, instrs)), instrs)
+            keys = zip(map(type, instrs), *_tee_dump(vals))
+            firsts = np.frombuffer(array("q", map(memo.setdefault, keys, range(n))), np.int64)
+        except _KEY_ERRORS:
+            memo = {}
+            keys = [_slow_key(ins, False) for ins in instrs]
+            firsts = np.frombuffer(array("q", map(memo.setdefault, keys, range(n))), np.int64)
+            idx.exact = False
+        is_first = firsts == np.arange(n)
+        rank = np.cumsum(is_first) - 1
+        shape = rank[firsts] if n else np.zeros(0, np.int64)
+        first = np.flatnonzero(is_first)
+        reps = [instrs[i] for i in first.tolist()]
+        shape_form, form_first = _group([_form_key(r) for r in reps])
+        idx.instrs = list(instrs)
+        idx.keys = list(memo)  # in order of first appearance: shape order
+        idx._ids = dict(zip(idx.keys, range(len(reps))))
+        idx.shape = _int_array(shape)
+        idx.reps = reps
+        idx.first = _int_array(first)
+        idx.shape_form = _int_array(shape_form)
+        idx.form_reps = [reps[k] for k in form_first.tolist()]
+        idx.form_first = _int_array(form_first)
+        idx._form_ids = {_form_key(r): f for f, r in enumerate(idx.form_reps)}
+        idx.wait_cnt, idx.wait_flat = _flat_waits(instrs, label or (lambda i: f"instruction #{i}"))
+        return idx
+
+
+def _tee_dump(vals):
+    """(values, their orjson bytes) as two lazy streams in step."""
+    a, b = tee(vals)
+    return a, map(_dump_values, b)
+
+
+def _int_array(a: np.ndarray) -> array:
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(a, np.int64).tobytes())
+    return out
+
+
+def _group(keys: list) -> tuple[np.ndarray, np.ndarray]:
+    """(group id of each key, index of each group's first key), groups of equal keys."""
+    n = len(keys)
+    firsts = _first_of_key(keys, n)
     is_first = firsts == np.arange(n)
     rank = np.cumsum(is_first) - 1
     return (rank[firsts] if n else np.zeros(0, np.int64)), np.flatnonzero(is_first)
 
 
+def _first_of_key(keys: list, n: int) -> np.ndarray:
+    """For each instruction, the index of the first instruction with an equal key."""
+    memo: dict = {}
+    return np.frombuffer(array("q", map(memo.setdefault, keys, range(n))), np.int64)
+
+
+def _flat_waits(instrs: list, label) -> tuple[array, array]:
+    waits = list(map(_WAITS, instrs))
+    counts = array("q", map(len, waits))
+    if not set(map(len, chain.from_iterable(waits))) <= {2}:
+        bad = next(i for i, w in enumerate(waits) if any(len(p) != 2 for p in w))
+        raise ProgramError(f"{label(bad)}: waits must be (semaphore, value) pairs, got {waits[bad]!r}")
+    flat = array("q")
+    flat.frombytes(np.fromiter(chain.from_iterable(chain.from_iterable(waits)), np.int64,
+                               2 * sum(counts)).tobytes())
+    return counts, flat
+
+
 @contextmanager
 def gc_paused():
-    """Hold the cyclic GC while a pass allocates a tuple per instruction: those allocations would
+    """Hold the cyclic GC while a pass allocates an object per instruction: those allocations would
     trigger collections that walk the whole (large, long-lived) Program for nothing, several times
     the cost of the pass itself. Nothing allocated here forms a cycle."""
     was = gc.isenabled()
@@ -141,16 +306,25 @@ def program_columns(program) -> Columns:
         return _program_columns(program)
 
 
+def _copy(a: array) -> np.ndarray:
+    # a copy: the index's arrays keep growing as instructions are added, which a view would forbid
+    return np.frombuffer(a, np.int64).copy() if len(a) else np.zeros(0, np.int64)
+
+
 def _program_columns(program) -> Columns:
-    instrs = program.instructions
-    n = len(instrs)
-    shape, first = _group(instrs, _SHAPE_KEYS, form=False)
-    reps = [instrs[i] for i in first.tolist()]
-    shape_form, form_first = _group(reps, _FORM_KEYS, form=True)
-    form_reps = [reps[i] for i in form_first.tolist()]
+    idx = program.shape_index()
+    n = len(idx.instrs)
+    shape = _copy(idx.shape)
+    first = _copy(idx.first)
+    shape_form = _copy(idx.shape_form)
+    form_first = _copy(idx.form_first)
+    form_reps = list(idx.form_reps)
     form = shape_form[shape]
 
-    wait_ptr, wait_sem, wait_val = _waits(program, instrs, n)
+    counts = _copy(idx.wait_cnt)
+    wait_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=wait_ptr[1:])
+    flat = _copy(idx.wait_flat)
 
     # per-form signals, ops and streams, broadcast to the instructions
     s_cnt, s_sem, s_val, s_set, s_op, s_stream = [], [], [], [], [], []
@@ -176,38 +350,18 @@ def _program_columns(program) -> Columns:
     s_cnt_a = np.asarray(s_cnt, np.int64)
     s_ptr = np.zeros(len(form_reps) + 1, np.int64)
     np.cumsum(s_cnt_a, out=s_ptr[1:])
-    counts = s_cnt_a[form]
+    sig_counts = s_cnt_a[form]
     sig_ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=sig_ptr[1:])
+    np.cumsum(sig_counts, out=sig_ptr[1:])
     # entry j of instruction i is entry j of its form
-    src = np.repeat(s_ptr[form] - sig_ptr[:-1], counts) + np.arange(int(sig_ptr[-1]), dtype=np.int64)
+    src = np.repeat(s_ptr[form] - sig_ptr[:-1], sig_counts) + np.arange(int(sig_ptr[-1]), dtype=np.int64)
     sig_sem = np.asarray(s_sem, np.int64)[src]
     sig_val = np.asarray(s_val, np.int64)[src]
     sig_set = np.asarray(s_set, np.bool_)[src]
-    return Columns(n=n, shape=shape.astype(np.int64), reps=reps, first=first.astype(np.int64),
-                   shape_form=shape_form.astype(np.int64), form_reps=form_reps, form=form.astype(np.int64),
-                   stream=np.asarray(s_stream, np.int64)[form], op=np.asarray(s_op, np.int64)[form],
-                   wait_ptr=wait_ptr, wait_sem=wait_sem, wait_val=wait_val, sig_ptr=sig_ptr, sig_sem=sig_sem,
-                   sig_val=sig_val, sig_set=sig_set)
-
-
-def _first_of_key(keys: list, n: int) -> np.ndarray:
-    """For each instruction, the index of the first instruction with an equal key."""
-    memo: dict = {}
-    return np.frombuffer(array("q", map(memo.setdefault, keys, range(n))), np.int64)
-
-
-def _waits(program, instrs: list, n: int):
-    waits = list(map(_WAITS, instrs))
-    counts = np.frombuffer(array("q", map(len, waits)), np.int64)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    pairs = chain.from_iterable(waits)
-    if not set(map(len, pairs)) <= {2}:
-        bad = next(i for i, w in enumerate(waits) if any(len(p) != 2 for p in w))
-        raise ProgramError(f"{program.label(bad)}: waits must be (semaphore, value) pairs, got {waits[bad]!r}")
-    flat = np.fromiter(chain.from_iterable(chain.from_iterable(waits)), np.int64, 2 * int(ptr[-1]))
-    return ptr, flat[0::2].copy(), flat[1::2].copy()
+    return Columns(n=n, shape=shape, reps=list(idx.reps), first=first, shape_form=shape_form, form_reps=form_reps,
+                   form=form, stream=np.asarray(s_stream, np.int64)[form], op=np.asarray(s_op, np.int64)[form],
+                   wait_ptr=wait_ptr, wait_sem=flat[0::2].copy(), wait_val=flat[1::2].copy(), sig_ptr=sig_ptr,
+                   sig_sem=sig_sem, sig_val=sig_val, sig_set=sig_set)
 
 
 def stream_csr(cols: Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

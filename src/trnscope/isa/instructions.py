@@ -5,6 +5,11 @@ starts (``waits``: (semaphore, value) pairs, satisfied when the semaphore is >= 
 semaphores when it completes (``signals``: (semaphore, delta) increments). ``op`` indexes the
 Program's list of framework ops, so every instruction knows which PyTorch op produced it.
 
+Instructions are frozen: a Program indexes each one as it is added (``Program.add``, which also
+completes it with the builder's waits and signals and the current framework op), and that index,
+the timeline cache and the NEFF hash all stand for the instruction as it was added. To change an
+instruction, build a new one (``dataclasses.replace``).
+
 The opcodes are the names Neuron's profiler shows (glossary S29): MATMUL, LDWEIGHTS, TENSOR_TENSOR,
 ACTIVATE, DMA_DIRECT2D, EVENT_SEMAPHORE, ...
 """
@@ -115,7 +120,7 @@ class Act(str, Enum):
 Scalar = Union[float, AP]  # an immediate or a per-partition [P, 1] vector
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Instruction:
     ENGINE: ClassVar[Engine]
     OPCODE: ClassVar[str]
@@ -147,7 +152,7 @@ class Instruction:
 
 # --- TensorE -------------------------------------------------------------------------------------
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoadStationary(Instruction):
     """Load the stationary matrix [K partitions x M <= 128] into the PE array (LDWEIGHTS)."""
     ENGINE: ClassVar[Engine] = Engine.TENSOR
@@ -157,7 +162,7 @@ class LoadStationary(Instruction):
     src: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MultiplyMoving(Instruction):
     """Stream moving [K x N <= 512] through the array: dst[M, N] (+)= stationary.T @ moving (MATMUL).
 
@@ -172,7 +177,7 @@ class MultiplyMoving(Instruction):
     accumulate: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TensorTranspose(Instruction):
     """Transpose src [P, F] into PSUM dst [F, P] on TensorE (matmul with identity)."""
     ENGINE: ClassVar[Engine] = Engine.TENSOR
@@ -185,7 +190,7 @@ class TensorTranspose(Instruction):
 
 # --- VectorE (and GpSimdE, which can run the same element-wise ops) ----------------------------
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TensorTensor(Instruction):
     """out = in0 <op> in1, element-wise (broadcast by zero strides in the access patterns)."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
@@ -198,7 +203,7 @@ class TensorTensor(Instruction):
     out: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TensorScalar(Instruction):
     """out = (inp <op0> scalar0) <op1> scalar1; scalars are immediates or [P, 1] vectors.
 
@@ -218,7 +223,7 @@ class TensorScalar(Instruction):
     reverse1: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TensorReduce(Instruction):
     """Reduce the innermost ``axes`` free dimensions of inp into out with ``alu`` (add/max/min/...)."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
@@ -232,7 +237,7 @@ class TensorReduce(Instruction):
     negate: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TensorScan(Instruction):
     """Inclusive scan along the innermost free dimension: out[i] = out[i-1] <alu> inp[i]."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
@@ -244,7 +249,7 @@ class TensorScan(Instruction):
     out: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BnStats(Instruction):
     """Per-partition statistics of inp [P, N <= 512]: out [P, 3] = (count, mean, M2)."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
@@ -255,7 +260,7 @@ class BnStats(Instruction):
     out: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BnAggr(Instruction):
     """Combine k bn_stats triples inp [P, 3k] into out [P, 2] = (mean, population variance)."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
@@ -266,7 +271,7 @@ class BnAggr(Instruction):
     out: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TensorCopy(Instruction):
     """out = inp with a cast to out's dtype; runs on VectorE, ScalarE or GpSimdE (``engine_name``)."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
@@ -282,7 +287,7 @@ class TensorCopy(Instruction):
         return self.on
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Select(Instruction):
     """out = pred ? on_true : on_false (tensor_copy_predicated)."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
@@ -295,7 +300,7 @@ class Select(Instruction):
     out: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Memset(Instruction):
     ENGINE: ClassVar[Engine] = Engine.VECTOR
     OPCODE: ClassVar[str] = "MEMSET"
@@ -307,7 +312,7 @@ class Memset(Instruction):
 
 # --- ScalarE ---------------------------------------------------------------------------------------
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Activation(Instruction):
     """out = func(inp * scale + bias); with ``accum_out`` [P, 1] the results are also add-reduced."""
     ENGINE: ClassVar[Engine] = Engine.SCALAR
@@ -324,7 +329,7 @@ class Activation(Instruction):
 
 # --- GpSimdE ----------------------------------------------------------------------------------------
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Iota(Instruction):
     """out[p, i...] = base + channel_multiplier * p + sum_j coef_j * i_j (coefs per free dim)."""
     ENGINE: ClassVar[Engine] = Engine.GPSIMD
@@ -337,7 +342,7 @@ class Iota(Instruction):
     coefs: tuple[int, ...] = ()
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AffineSelect(Instruction):
     """out = inp where (base + channel_multiplier*p + sum_j coef_j*i_j) <cmp> 0, else fill."""
     ENGINE: ClassVar[Engine] = Engine.GPSIMD
@@ -353,7 +358,7 @@ class AffineSelect(Instruction):
     fill: float = 0.0
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionReduce(Instruction):
     """Reduce across partitions: out[0, f] = <alu>_p inp[p, f] (tensor_partition_reduce)."""
     ENGINE: ClassVar[Engine] = Engine.GPSIMD
@@ -365,7 +370,7 @@ class PartitionReduce(Instruction):
     out: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Random(Instruction):
     """Fill ``out`` with random numbers (the NKI ``rng`` family) drawn from ``dist``:
     uniform [a, b), normal (mean a, std b), bernoulli (p = a), exponential (rate a)."""
@@ -382,14 +387,14 @@ class Random(Instruction):
 
 # --- Sync engine -------------------------------------------------------------------------------------
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SemaphoreWait(Instruction):
     """A Sync-engine instruction that only waits (its ``waits``) and then signals (EVENT_SEMAPHORE)."""
     ENGINE: ClassVar[Engine] = Engine.SYNC
     OPCODE: ClassVar[str] = "EVENT_SEMAPHORE"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SemaphoreSet(Instruction):
     """Write an immediate value into a semaphore (sem_wr_imm)."""
     ENGINE: ClassVar[Engine] = Engine.SYNC
@@ -400,7 +405,7 @@ class SemaphoreSet(Instruction):
 
 # --- DMA -----------------------------------------------------------------------------------------------
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Dma(Instruction):
     """Copy src to dst on DMA ``queue`` (HBM<->SBUF, SBUF<->SBUF); casts through FP32 when dtypes differ.
 
@@ -418,7 +423,7 @@ class Dma(Instruction):
     accumulate: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DmaGather(Instruction):
     """Indirect DMA: dst[p, :] = table row index[p, 0] (descriptors built by the DMA generation engine).
 
@@ -435,7 +440,7 @@ class DmaGather(Instruction):
     dst: AP
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DmaScatter(Instruction):
     """Indirect DMA the other way: table row index[p, 0] (+)= src[p, :] (added when ``accumulate``)."""
     ENGINE: ClassVar[Engine] = Engine.DMA

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import struct
 import tarfile
 from dataclasses import fields
 from enum import Enum
+from functools import partial
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 import orjson
 
 from .ap import AP
 from .dtypes import DType
-from .errors import NeffFormatError
+from .errors import NeffFormatError, ProgramError
 from .instructions import INSTRUCTION_TYPES, Act, Alu, Engine, Instruction
 from .program import Program, QueueDecl, TensorDecl
 
@@ -49,6 +53,16 @@ _ENUM_FIELDS = {"alu": Alu, "alu0": Alu, "alu1": Alu, "cmp": Alu, "func": Act, "
 _TUPLE_FIELDS = {"waits", "signals", "coefs"}
 
 
+# JSON has no NaN or infinity (orjson writes them as null, the same as None): a fill of -inf and
+# one of NaN would share a NEFF hash, and the NEFF cache would run one for the other. They are
+# written as {"float": "nan" | "inf" | "-inf"}, which no other field value looks like.
+_NONFINITE_NAMES = {"nan", "inf", "-inf"}
+
+
+def _nonfinite(v: float) -> dict:
+    return {"float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
+
+
 def _encode_value(v):
     if isinstance(v, AP):
         return {"ap": v.to_list()}
@@ -56,6 +70,26 @@ def _encode_value(v):
         return v.value
     if isinstance(v, tuple):
         return [_encode_value(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return _nonfinite(v)
+    return v
+
+
+def _finite_fields(v):
+    """A field value with its non-finite floats tagged as :func:`_encode_value` tags them, the rest
+    as it is (for orjson to write)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return _nonfinite(v)
+    if isinstance(v, tuple) and any(isinstance(x, (float, tuple)) for x in v):
+        return tuple(_finite_fields(x) for x in v)
+    return v
+
+
+def _decode_value(v):
+    if isinstance(v, dict) and len(v) == 1 and v.get("float") in _NONFINITE_NAMES:
+        return float(v["float"])
+    if isinstance(v, list):
+        return [_decode_value(x) for x in v]
     return v
 
 
@@ -74,7 +108,7 @@ def decode_instruction(d: dict) -> Instruction:
     for f in fields(cls):
         if f.name not in d:
             continue
-        v = d[f.name]
+        v = _decode_value(d[f.name])
         if isinstance(v, dict) and "ap" in v:
             v = AP.from_list(v["ap"])
         elif f.name in _ENUM_FIELDS and v is not None:
@@ -102,10 +136,28 @@ def _json(obj) -> bytes:
 
 
 def encode_body(program: Program) -> bytes:
-    """The tarball: deterministic bytes for a given Program (its hash is the NEFF's identity)."""
+    """The tarball: deterministic bytes for a given Program (its hash is the NEFF's identity).
+
+    Byte for byte what :func:`_encode_body_reference` writes, built from the Program's shapes
+    (``isa.columns.ShapeIndex``): an instruction's JSON object is its shape's text with two holes, its
+    ``id`` and its ``waits``, so each shape is written once and each instruction costs two small
+    writes and a join. Programs whose shapes are not keyed exactly take the reference path.
+    """
+    streams = _engine_streams(program)
+    if streams is None:
+        return _encode_body_reference(program)
+    return _body(program, streams)
+
+
+def _encode_body_reference(program: Program) -> bytes:
+    """Every instruction encoded on its own, in one plain loop (the specification of :func:`encode_body`)."""
     streams: dict[Engine, list[dict]] = {e: [] for e in ENGINE_FILES}
     for i, ins in enumerate(program.instructions):
         streams[ins.ENGINE].append(encode_instruction(i, ins))
+    return _body(program, {e: _json(v) for e, v in streams.items()})
+
+
+def _body(program: Program, streams: dict) -> bytes:
     definition = {
         "var": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype.value, "type": t.kind}
                 for t in program.tensors],
@@ -119,13 +171,130 @@ def encode_body(program: Program) -> bytes:
            "subgraphs": ["sg00"], "meta": program.meta}
     members = [("neff.json", _json(top)), ("sg00/def.json", _json(definition))]
     for e, fname in ENGINE_FILES.items():
-        members.append((f"sg00/{fname}", _json(streams[e])))
+        members.append((f"sg00/{fname}", streams[e]))
     for idx in sorted(program.constants):
         arr = np.ascontiguousarray(program.constants[idx])
         npy = io.BytesIO()
         np.save(npy, arr, allow_pickle=False)
         members.append((f"sg00/const_{idx}.npy", npy.getvalue()))
     return _tar_bytes(members)
+
+
+# Placeholders for the two per-instruction values while a shape's text is written: strings no field
+# holds, so splitting the shape's JSON on their text leaves exactly the pieces around them.
+_ID_HOLE = "\0trnscope:id\0"
+_WAITS_HOLE = "\0trnscope:waits\0"
+_ID_HOLE_JSON = orjson.dumps(_ID_HOLE)
+_WAITS_HOLE_JSON = orjson.dumps(_WAITS_HOLE)
+# The ids and waits of all instructions are written by ONE orjson call over [id, SEP, waits, SEP, ...]
+# and split on SEP's text: SEP is a Fragment (pasted verbatim) holding \x01, a byte orjson never
+# writes itself (control characters in strings are escaped), so ",\x01," occurs only between values.
+# One call instead of two per instruction: each orjson call allocates a fresh output buffer, which
+# costs more than the writing.
+_SEP = orjson.Fragment(b"\x01")
+_SEP_TEXT = b",\x01,"
+# a pattern (a dataclass) in the waits must not be written by orjson's own dataclass support: it
+# raises and the Program takes the reference path; dicts are sorted as the reference sorts them
+_DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+_WAITS = attrgetter("waits")
+_ENGINE_ORDER = {e: k for k, e in enumerate(ENGINE_FILES)}
+
+# shape key -> (",{...\"id\":", ",...\"waits\":", "...}"); keys hold pattern ids, which are never
+# reused, so a hit is always the same text
+_SEGMENTS: dict = {}
+# pattern id -> its text, a Fragment ({"ap": ...} has one key, nothing for SORT_KEYS to reorder)
+_AP_TEXT: dict = {}
+SEGMENT_MEMO_LIMIT = 1 << 16
+_FIELD_VALUES: dict = {}
+
+
+def _ap_text(v) -> orjson.Fragment:
+    """orjson's fallback while a shape is written: a pattern as the reference writes it, anywhere in a
+    field (the reference also turns patterns inside tuples into {"ap": ...}); anything else orjson
+    cannot write itself makes the Program take the reference path."""
+    if not isinstance(v, AP):
+        raise TypeError(f"{type(v).__name__} in an instruction field")
+    text = _AP_TEXT.get(v._sid)
+    if text is None:
+        if len(_AP_TEXT) >= SEGMENT_MEMO_LIMIT:
+            _AP_TEXT.clear()
+        text = _AP_TEXT[v._sid] = orjson.Fragment(_json({"ap": v.to_list()}))
+    return text
+
+
+def _segments(key, rep: Instruction) -> tuple[bytes, bytes, bytes]:
+    """The text of a shape's instructions around their id and waits. Field values go to orjson as they
+    are: it writes enums by value and tuples as arrays, which is what ``_encode_value`` makes of them."""
+    seg = _SEGMENTS.get(key)
+    if seg is None:
+        cls = type(rep)
+        getter = _FIELD_VALUES.get(cls)
+        if getter is None:
+            names = tuple(f.name for f in fields(cls) if f.name != "waits")
+            getter = _FIELD_VALUES[cls] = (names, attrgetter(*names))
+        names, values = getter
+        d = {k: _finite_fields(v) for k, v in zip(names, values(rep))}
+        d.update(id=_ID_HOLE, type=cls.__name__, opcode=cls.OPCODE, waits=_WAITS_HOLE)
+        text = orjson.dumps(d, default=_ap_text, option=_DUMP_OPTIONS)
+        head, hole, tail = text.partition(_ID_HOLE_JSON)
+        mid, hole2, end = tail.partition(_WAITS_HOLE_JSON)
+        if not hole or not hole2 or _ID_HOLE_JSON in end or _WAITS_HOLE_JSON in end:
+            raise ValueError("a field holds a placeholder's text")
+        if len(_SEGMENTS) >= SEGMENT_MEMO_LIMIT:
+            _SEGMENTS.clear()
+        seg = _SEGMENTS[key] = (b"," + head, mid, end)
+    return seg
+
+
+def _objects(items) -> np.ndarray:
+    out = np.empty(len(items), object)
+    out[:] = items
+    return out
+
+
+def _engine_streams(program: Program) -> dict | None:
+    """Each engine file's JSON from the shapes, or None when the reference must write it."""
+    instrs = program.instructions
+    try:
+        index = program.shape_index(identical=True)
+    except ProgramError:
+        return None  # malformed waits: the reference writes whatever they are
+    if not index.exact:
+        return None
+    try:
+        segs = [_segments(key, rep) for key, rep in zip(index.keys, index.reps)]
+        shape = np.frombuffer(index.shape, np.int64).copy() if len(index.shape) else np.zeros(0, np.int64)
+        engine = np.array([_ENGINE_ORDER[type(r).ENGINE] for r in index.reps], np.int64)[shape]
+        n = len(instrs)
+        values = [_SEP] * (4 * n - 1) if n else []
+        values[0::4] = range(n)
+        values[2::4] = map(_WAITS, instrs)
+        texts = orjson.dumps(values, option=_DUMP_OPTIONS)[1:-1].split(_SEP_TEXT) if n else []
+        if len(texts) != 2 * n:
+            raise ValueError("waits text holds the separator")
+        # the pieces go through object arrays: gathering them by shape and instruction index is then
+        # NumPy's, not one Python call per piece
+        per_instr = _objects(texts)
+        ids, waits = per_instr[0::2], per_instr[1::2]
+        pre, mid, end = (_objects(x) for x in zip(*segs)) if segs else (_objects(()),) * 3
+        out = {}
+        for e, k in _ENGINE_ORDER.items():
+            at = np.flatnonzero(engine == k)
+            if not len(at):
+                out[e] = b"[]"
+                continue
+            sh = shape[at]
+            pieces = np.empty((len(at), 5), object)
+            pieces[:, 0] = pre[sh]
+            pieces[:, 1] = ids[at]
+            pieces[:, 2] = mid[sh]
+            pieces[:, 3] = waits[at]
+            pieces[:, 4] = end[sh]
+            body = b"".join(pieces.ravel().tolist())
+            out[e] = b"[" + body[1:] + b"]"  # the first instruction has no comma before it
+        return out
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError):
+        return None
 
 
 def _fixed(s: str, n: int) -> bytes:

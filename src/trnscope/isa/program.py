@@ -15,6 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .columns import ShapeIndex
 from .dtypes import DType
 from .instructions import Dma, DmaGather, DmaScatter, Engine, Instruction
 
@@ -59,6 +60,15 @@ class Program:
     def __post_init__(self) -> None:
         self._origin = -1
         self._hash: bytes | None = None
+        # the shapes of the instructions added so far (isa.columns); None until a list given here
+        # or edited in place is indexed again by shape_index()
+        self._index: ShapeIndex | None = None if self.instructions else ShapeIndex()
+
+    def __getstate__(self) -> dict:
+        # shape keys hold pattern ids of this process: a copy or an unpickled Program indexes anew
+        state = self.__dict__.copy()
+        state["_index"] = None
+        return state
 
     # --- building ---------------------------------------------------------------------------------
     def tensor(self, name: str, shape, dtype: DType | str, kind: str = "input",
@@ -104,12 +114,35 @@ class Program:
         finally:
             self._origin = saved
 
-    def add(self, instr: Instruction) -> Instruction:
+    def add(self, instr: Instruction, *, waits: tuple = (), signals: tuple = ()) -> Instruction:
+        """Append a new instruction, completing it first: ``waits``/``signals`` are appended to its own
+        (what a builder's semaphores add) and an ``op`` of -1 becomes the current :meth:`origin`.
+
+        Instructions are frozen, and this is the one place that finishes one: pass each instruction
+        once (a second add would change an instruction the Program already holds)."""
+        setattr_ = object.__setattr__
         if instr.op < 0:
-            instr.op = self._origin
-        self.instructions.append(instr)
+            setattr_(instr, "op", self._origin)
+        if waits:
+            setattr_(instr, "waits", (*instr.waits, *waits))
+        if signals:
+            setattr_(instr, "signals", (*instr.signals, *signals))
+        instrs = self.instructions
+        instrs.append(instr)
         self._hash = None
+        index = self._index
+        if index is not None and (len(index.instrs) != len(instrs) - 1 or not index.add(instr)):
+            self._index = None
         return instr
+
+    def shape_index(self, identical: bool = False) -> ShapeIndex:
+        """The instructions grouped into shapes (``isa.columns.ShapeIndex``): the one kept by :meth:`add`
+        while it still describes ``instructions`` (``identical``: the very same objects, which the NEFF
+        hash needs; otherwise equal ones), else a new one for the list as it is now."""
+        index = self._index
+        if index is None or not index.matches(self.instructions, identical):
+            index = self._index = ShapeIndex.build(self.instructions, self.label)
+        return index
 
     # --- views ---------------------------------------------------------------------------------------
     def stream_of(self, instr: Instruction) -> str:
