@@ -8,14 +8,17 @@ stride, and a tile that is the same for every iteration (a weight vector) is loa
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable
 
-from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor
+from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
-from ..tiling import plan_tiles
-from .common import ScratchScope, load, scratch, store
+from ..tiling import CostModel, plan_map
+from .common import ScratchScope, scratch
+from .common import load as common_load
+from .common import store as common_store
 
 MAX_COLS = 2048
 Compute = Callable[[KernelBuilder, list, AP], None]
@@ -26,51 +29,68 @@ def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_in
     """Stream ``operands`` (indices into the call's inputs) through ``compute`` into output ``out_index``.
 
     ``compute(kb, tiles, out)`` gets one SBUF pattern per operand ([rows, cols], broadcast by
-    strides) and the output tile to write.
+    strides) and the output tile to write. The layout (which dims, or pieces of a dim, go on the
+    partitions) is tiling.plan_map's cheapest under the spec's costs.
     """
     kb = ctx.kb
     out_meta = ctx.call.outputs[out_index]
     metas: list[TensorMeta] = [ctx.call.inputs[k] for k in operands]  # type: ignore[misc]
     shape = out_meta.shape
     strides = [out_meta.stride] + [broadcast_strides(m, shape) for m in metas]
-    tiles = plan_tiles(shape, strides, max_cols)
+    cm = CostModel(kb.spec, tuple(m.dtype.itemsize for m in [out_meta, *metas]), inputs=len(metas))
+    tiles = plan_map(shape, strides, max_cols, cm, max_part_dims=3, max_free_dims=kb.spec.ap_max_dims - 1)
     queues = [kb.queue(f"qSyncIO{i % 2}", "input") for i in range(max(1, len(metas)))]
     q_out = kb.queue("qSyncIO2", "output")
+    # an input read identically by every tile (a bias row, RoPE's cos table) is loaded once
+    keys = Counter((k, o.offset, o.part, o.free, t.free) for t in tiles for k, o in enumerate(t.operands[1:]))
     invariant: dict[tuple, AP] = {}
     held: list[AP] = []
     for t in tiles:
         fresh: list[AP] = []
         ins: list[AP] = []
-        for k, (meta, opt) in enumerate(zip(metas, t.operands[1:])):
-            hbm_idx = ctx.inputs[operands[k]]
-            col_bcast = opt.cstride == 0 and t.cols > 1
-            cols = 1 if col_bcast else t.cols
-            key = (k, opt.offset, opt.pstride, opt.cstride, t.rows, cols)
+        for k, (meta, om) in enumerate(zip(metas, t.operands[1:])):
+            key = (k, om.offset, om.part, om.free, t.free)
             tile = invariant.get(key)
+            bcast = om.broadcasts_free(t.free)
             if tile is None:
-                tile = kb.tile(t.rows, (cols,), meta.dtype)
-                # a transposed operand (rows contiguous, columns strided) comes in by DMA transpose
-                load(kb, queues[k % len(queues)], hbm_idx, meta.dtype, meta.offset + opt.offset, opt.pstride,
-                     t.rows, [(opt.cstride if cols > 1 else 1, cols)], tile)
-                if _is_invariant(t, opt, tiles):
+                rows, pstride, dims = om.hbm(t.free, skip_broadcast=True)
+                tile = kb.tile(t.rows, (om.loaded(t.free),), meta.dtype)
+                _move(kb, queues[k % len(queues)], ctx.inputs[operands[k]], meta, om.offset, rows, pstride, dims,
+                      tile, load=True)
+                if len(tiles) > 1 and keys[key] == len(tiles):
                     invariant[key] = tile
                 else:
                     fresh.append(tile)
-            ins.append(tile.view(0, [(0, t.cols)]) if col_bcast else tile)
+            ins.append(tile.view(0, om.view(t.free)) if bcast else tile)
         out_tile = kb.tile(t.rows, (t.cols,), out_meta.dtype)
         with ScratchScope() as made:
             compute(kb, ins, out_tile)
-        store(kb, q_out, out_tile, ctx.outputs[out_index], out_meta.dtype, out_meta.offset + t.operands[0].offset,
-              t.operands[0].pstride, t.rows, [(t.operands[0].cstride, t.cols)])
+        o = t.operands[0]
+        rows, pstride, dims = o.hbm(t.free)
+        _move(kb, q_out, ctx.outputs[out_index], out_meta, o.offset, rows, pstride, dims, out_tile, load=False)
         # free the previous iteration's tiles now: the next iteration gets other bytes (double buffering)
         kb.release(*held)
         held = fresh + [out_tile] + made
     kb.release(*held, *invariant.values())
 
 
-def _is_invariant(t, opt, tiles) -> bool:
-    """A broadcast operand read identically by every tile (e.g. a bias row) is loaded once."""
-    return len(tiles) > 1 and opt.pstride == 0 and all(x.cols == t.cols for x in tiles)
+def _move(kb: KernelBuilder, queue: int, tensor: int, meta: TensorMeta, offset: int, rows: int, pstride: int,
+          dims: list[tuple[int, int]], tile: AP, load: bool) -> None:
+    """One DMA between HBM (``rows`` x ``dims`` from ``offset``) and ``tile``. When the HBM rows are the
+    tile's partitions, common.load/store pick the transfer (a DMA transpose for contiguous rows);
+    several partition dims walk the HBM side as its outer free dims, in element order."""
+    at = meta.offset + offset
+    if rows == tile.partitions:
+        if load:
+            common_load(kb, queue, tensor, meta.dtype, at, pstride, rows, dims, tile)
+        else:
+            common_store(kb, queue, tile, tensor, meta.dtype, at, pstride, rows, dims)
+        return
+    pattern = hbm(tensor, rows, pstride, dims, meta.dtype, offset=at)
+    if load:
+        kb.dma(queue, pattern, tile)
+    else:
+        kb.dma(queue, tile, pattern)
 
 
 # --- scalar helpers --------------------------------------------------------------------------------
