@@ -245,6 +245,11 @@ from .test_opinfo_lowerings import COVERAGE as _OPINFO_KERNELS  # noqa: E402
 for _n, (_op, _args, _kw) in _OPINFO_KERNELS.items():
     sample(_n, _op, *_args, **_kw)
 
+from .test_scatter_pool_kernels import COVERAGE as _SCATTER_POOL_KERNELS  # noqa: E402
+
+for _n, (_op, _args, _kw) in _SCATTER_POOL_KERNELS.items():
+    sample(_n, _op, *_args, **_kw)
+
 
 def _copy_from() -> None:
     src, dst = randn(40, 30, seed=39), torch.empty(40, 30, dtype=torch.bfloat16)

@@ -3,5 +3,6 @@
 from . import (  # noqa: F401
     activation, attention, elementwise, indexreduce, layernorm, matmul, movement, norm, pointwise, reduce, reductions,
     batchnorm, reorder,
+    linalg_small, pooling, scatter,
     softmax,
 )

@@ -1,0 +1,286 @@
+"""Pooling over 1-3 spatial dims: avg_pool2d/3d, max_pool2d/3d_with_indices, adaptive average pooling.
+
+Every leading index (batch x channel) is a row, 128 rows to a tile; a row's spatial plane lies on the
+free axis. The plane is DMAed into the interior of a padded SBUF tile (the border memset to the
+pooling's neutral value: 0 for sums, -inf for max), so every window offset (a, b, c) of the kernel
+is one strided view of that tile covering all outputs at once (strides = pooling stride, start =
+offset x dilation). Pooling is then one VectorE instruction per window offset:
+
+- average: a running sum, divided at the end by the window's element count; where the count varies
+  (padding excluded from the count, ceil-mode windows hanging over the edge) the same window sums
+  run over a 0/1 mask of the counted cells, so the divisors come from the engines too;
+- max with indices: a running max whose update mask (candidate > best, or candidate NaN, as
+  PyTorch's loop does) also selects the candidate's flat input position from GpSimdE's iota. The
+  positions start at each window's first in-bounds cell, so an all -inf window reports it.
+
+Planes too large for one tile are cut along the outermost output dim. Adaptive average pooling has
+windows of varying size, so it reduces one spatial dim at a time: per output position one
+tensor_reduce over that position's window, scaled by 1/length.
+"""
+
+from __future__ import annotations
+
+from math import ceil, prod
+
+from ...isa import AP, Act, Activation, Alu, DType, Iota, Memset, Select, TensorCopy, TensorReduce, TensorScalar, \
+    TensorTensor, hbm
+from ..lowering import LoweringContext, NoLowering, lowering
+from .common import F32, attr, queues, row_plan
+
+PLANE_BYTES = 24 * 1024   # padded input plane per row and tile (bytes of FP32)
+
+
+def _tup(v, n: int, default=None) -> tuple[int, ...]:
+    if v is None or (isinstance(v, (tuple, list)) and len(v) == 0):
+        v = default
+    if isinstance(v, (tuple, list)):
+        v = tuple(int(x) for x in v)
+        return v * n if len(v) == 1 else v
+    return (int(v),) * n
+
+
+def _rows(nsp: int, *metas):
+    """Row tiles over the leading (batch, channel) dims of every tensor (same leading shape)."""
+    lead = metas[0].shape[:-nsp] or (1,)
+    return row_plan(lead, [], [m.stride[:-nsp] or (0,) for m in metas], [m.offset for m in metas])
+
+
+def _dense(shape) -> list[int]:
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return list(reversed(st))
+
+
+def _views(base: AP, offset: int, strides, sizes) -> AP:
+    return base.view(offset, [(st, sz) for st, sz in zip(strides, sizes)])
+
+
+def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
+    """kind: 'avg' or 'max' (with indices)."""
+    kb = ctx.kb
+    x = ctx.call.inputs[0]
+    out = ctx.call.outputs[0]
+    if not x.dtype.is_float:
+        raise NoLowering("integer pooling")
+    k = _tup(attr(ctx, "kernel_size"), nsp)
+    s = _tup(attr(ctx, "stride"), nsp, k)
+    p = _tup(attr(ctx, "padding", 0), nsp)
+    dil = _tup(attr(ctx, "dilation", 1), nsp) if kind == "max" else (1,) * nsp
+    ins_ = x.shape[-nsp:]
+    outs_ = out.shape[-nsp:]
+    if out.numel == 0:
+        return
+    include_pad = bool(attr(ctx, "count_include_pad", True))
+    divisor = attr(ctx, "divisor_override", None)
+    # padded extents of the inner spatial dims (origin at -p); dim 0 is cut into chunks
+    ext = [max(ins_[d] + 2 * p[d], (outs_[d] - 1) * s[d] + (k[d] - 1) * dil[d] + 1) for d in range(nsp)]
+    inner = prod(ext[1:])
+    span0 = (k[0] - 1) * dil[0] + 1
+    chunk = max(1, min(outs_[0], (PLANE_BYTES // 4 - span0 * inner) // max(1, s[0] * inner) + 1))
+    # count of each window's counted cells (avg): constant unless some window leaves the counted region
+    lo_c = [-p[d] if include_pad else 0 for d in range(nsp)]
+    hi_c = [ins_[d] + p[d] if include_pad else ins_[d] for d in range(nsp)]
+    varying = divisor is None and kind == "avg" and any(
+        o * s[d] - p[d] < lo_c[d] or o * s[d] - p[d] + k[d] > hi_c[d] for d in range(nsp) for o in range(outs_[d]))
+    const_div = float(divisor) if divisor is not None else float(prod(k))
+    idx_out = ctx.call.outputs[1] if kind == "max" else None
+    plan = _rows(nsp, x, out, *([idx_out] if idx_out is not None else []))
+    qin, qout = queues(kb)
+    xin_st = x.stride[-nsp:]
+    o_st = out.stride[-nsp:]
+    in_flat = _dense(ins_)                     # flat input positions (max_pool's indices)
+    pad_value = float("-inf") if kind == "max" else 0.0
+    held: list[AP] = []
+    for t in plan.tiles:
+        rows = t.rows
+        for o0 in range(0, outs_[0], chunk):
+            m0 = min(chunk, outs_[0] - o0)
+            made: list[AP] = []
+
+            def tile(cols: int, dt=F32) -> AP:
+                a = kb.tile(rows, (cols,), dt)
+                made.append(a)
+                return a
+
+            lo = o0 * s[0] - p[0]                      # input coordinate of the tile's first row
+            e0 = (m0 - 1) * s[0] + span0
+            ext_c = [e0] + ext[1:]
+            est = _dense(ext_c)
+            plane = tile(prod(ext_c), x.dtype)
+            v_lo, v_hi = max(lo, 0), min(lo + e0, ins_[0])
+            inside = [(v_lo, v_hi)] + [(0, ins_[d]) for d in range(1, nsp)]
+            origin = [lo] + [-p[d] for d in range(1, nsp)]
+            full = all(a == o and b - a == e for (a, b), o, e in zip(inside, origin, ext_c))
+            if not full:
+                kb.emit(Memset(out=plane, value=pad_value))
+            if v_hi > v_lo:
+                sizes = [b - a for a, b in inside]
+                dst = _views(plane, sum((a - o) * st for (a, _), o, st in zip(inside, origin, est)), est, sizes)
+                src = hbm(ctx.inputs[0], rows, t.pstrides[0], [(st, sz) for st, sz in zip(xin_st, sizes)], x.dtype,
+                          offset=t.offsets[0] + v_lo * xin_st[0])
+                kb.dma(qin[0], src, dst)
+            osz = [m0] + list(outs_[1:])
+            n_out = prod(osz)
+            ost = _dense(osz)
+            acc = tile(n_out)
+
+            def window(a: tuple[int, ...], base: AP = plane) -> AP:
+                off = sum(ai * dil[d] * est[d] for d, ai in enumerate(a))
+                return _views(base, off, [s[d] * est[d] for d in range(nsp)], osz)
+
+            offsets = [()]
+            for d in range(nsp):
+                offsets = [a + (i,) for a in offsets for i in range(k[d])]
+            accv = _views(acc, 0, ost, osz)
+            if kind == "avg":
+                kb.emit(Activation(func=Act.COPY, inp=window(offsets[0]), out=accv))
+                for a in offsets[1:]:
+                    kb.emit(TensorTensor(alu=Alu.ADD, in0=accv, in1=window(a), out=accv))
+                if varying:
+                    mask = tile(prod(ext_c))
+                    kb.emit(Memset(out=mask, value=0.0))
+                    cin = [(max(lo_c[0], lo), min(hi_c[0], lo + e0))] + [(lo_c[d], hi_c[d]) for d in range(1, nsp)]
+                    sizes = [b - a for a, b in cin]
+                    if all(z > 0 for z in sizes):
+                        kb.emit(Memset(out=_views(mask, sum((a - o) * st for (a, _), o, st in zip(cin, origin, est)),
+                                                  est, sizes), value=1.0))
+                    cnt = tile(n_out)
+                    cntv = _views(cnt, 0, ost, osz)
+                    kb.emit(TensorCopy(inp=window(offsets[0], mask), out=cntv))
+                    for a in offsets[1:]:
+                        kb.emit(TensorTensor(alu=Alu.ADD, in0=cntv, in1=window(a, mask), out=cntv))
+                    kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=acc, in1=cnt, out=acc))
+                else:
+                    kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.DIVIDE, scalar0=const_div))
+            else:
+                kb.emit(Memset(out=acc, value=float("-inf")))
+                bidx = tile(n_out, DType.int32)
+                bidxv = _views(bidx, 0, ost, osz)
+                coefs = tuple(s[d] * in_flat[d] for d in range(nsp))
+                base0 = o0 * s[0] * in_flat[0]
+                kb.emit(Iota(out=bidxv, base=base0 - sum(p[d] * in_flat[d] for d in range(nsp)), coefs=coefs))
+                # windows starting in the padding: their first in-bounds cell is further in
+                for d in range(nsp):
+                    first = o0 if d == 0 else 0
+                    for o in range(first, first + osz[d]):
+                        c = o * s[d] - p[d]
+                        if c >= 0:
+                            break
+                        shift = dil[d] * ceil(-c / dil[d]) * in_flat[d]
+                        sl = o - first
+                        sub = _views(bidx, sl * ost[d], [ost[e] for e in range(nsp) if e != d],
+                                     [osz[e] for e in range(nsp) if e != d]) if nsp > 1 else \
+                            bidx.view(sl, [(1, 1)])
+                        kb.emit(TensorScalar(inp=sub, out=sub, alu0=Alu.ADD, scalar0=float(shift)))
+                pos = tile(n_out, DType.int32)
+                posv = _views(pos, 0, ost, osz)
+                upd = tile(n_out)
+                nan = tile(n_out)
+                updv, nanv = _views(upd, 0, ost, osz), _views(nan, 0, ost, osz)
+                for a in offsets:
+                    cand = window(a)
+                    kb.emit(Iota(out=posv, base=base0 + sum((a[d] * dil[d] - p[d]) * in_flat[d] for d in range(nsp)),
+                                 coefs=coefs))
+                    kb.emit(TensorTensor(alu=Alu.IS_GT, in0=cand, in1=accv, out=updv))
+                    kb.emit(Activation(func=Act.IS_NAN, inp=cand, out=nanv))
+                    kb.emit(TensorTensor(alu=Alu.LOGICAL_OR, in0=upd, in1=nan, out=upd))
+                    kb.emit(Select(pred=updv, on_true=cand, on_false=accv, out=accv))
+                    kb.emit(Select(pred=upd, on_true=pos, on_false=bidx, out=bidx))
+                io = tile(n_out, idx_out.dtype)
+                kb.copy(bidx, io)
+                _store_plane(kb, qout, io, ctx.outputs[1], idx_out, t, 2, nsp, o0, osz)
+            ot = tile(n_out, out.dtype)
+            kb.copy(acc, ot)
+            _store_plane(kb, qout, ot, ctx.outputs[0], out, t, 1, nsp, o0, osz)
+            kb.release(*held)
+            held = made
+    kb.release(*held)
+
+
+def _store_plane(kb, q, tile: AP, tensor: int, meta, t, k: int, nsp: int, o0: int, osz) -> None:
+    """A [rows, outputs] tile to operand k's plane, from output row o0 of the outermost spatial dim."""
+    st = meta.stride[-nsp:]
+    kb.dma(q, _views(tile, 0, _dense(osz), osz),
+           hbm(tensor, t.rows, t.pstrides[k], [(a, b) for a, b in zip(st, osz)], meta.dtype,
+               offset=t.offsets[k] + o0 * st[0]))
+
+
+@lowering("aten::avg_pool2d")
+def _avg_pool2d(ctx: LoweringContext) -> None:
+    _window_pool(ctx, 2, "avg")
+
+
+@lowering("aten::avg_pool3d")
+def _avg_pool3d(ctx: LoweringContext) -> None:
+    _window_pool(ctx, 3, "avg")
+
+
+@lowering("aten::max_pool2d_with_indices")
+def _max_pool2d(ctx: LoweringContext) -> None:
+    _window_pool(ctx, 2, "max")
+
+
+@lowering("aten::max_pool3d_with_indices")
+def _max_pool3d(ctx: LoweringContext) -> None:
+    _window_pool(ctx, 3, "max")
+
+
+# --- adaptive average pooling ------------------------------------------------------------------------
+
+def _adaptive_avg(ctx: LoweringContext, nsp: int) -> None:
+    kb = ctx.kb
+    x, out = ctx.call.inputs[0], ctx.call.outputs[0]
+    if not x.dtype.is_float:
+        raise NoLowering("integer pooling")
+    if out.numel == 0:
+        return
+    ins_ = list(x.shape[-nsp:])
+    outs_ = list(out.shape[-nsp:])
+    if prod(ins_) * 4 * 2 > 96 * 1024:
+        raise NoLowering("adaptive pooling plane larger than one SBUF tile")
+    plan = _rows(nsp, x, out)
+    qin, qout = queues(kb)
+    held: list[AP] = []
+    for t in plan.tiles:
+        rows = t.rows
+        made: list[AP] = []
+        cur = kb.tile(rows, (prod(ins_),), x.dtype)
+        made.append(cur)
+        kb.dma(qin[0], hbm(ctx.inputs[0], rows, t.pstrides[0], list(zip(x.stride[-nsp:], ins_)), x.dtype,
+                           offset=t.offsets[0]), _views(cur, 0, _dense(ins_), ins_))
+        shape = list(ins_)
+        for d in reversed(range(nsp)):       # innermost dim first
+            nshape = shape[:d] + [outs_[d]] + shape[d + 1:]
+            nxt = kb.tile(rows, (prod(nshape),), F32)
+            made.append(nxt)
+            cst, nst = _dense(shape), _dense(nshape)
+            others = [e for e in range(nsp) if e != d]
+            for o in range(outs_[d]):
+                a = (o * shape[d]) // outs_[d]
+                b = -(-((o + 1) * shape[d]) // outs_[d])
+                src = cur.view(a * cst[d], [(cst[e], shape[e]) for e in others] + [(cst[d], b - a)])
+                dst = nxt.view(o * nst[d], [(nst[e], nshape[e]) for e in others] or [(1, 1)])
+                kb.emit(TensorReduce(alu=Alu.ADD, inp=src, out=dst))
+                kb.emit(TensorScalar(inp=dst, out=dst, alu0=Alu.MULTIPLY, scalar0=1.0 / (b - a)))
+            cur, shape = nxt, nshape
+        ot = kb.tile(rows, (prod(outs_),), out.dtype)
+        made.append(ot)
+        kb.copy(cur, ot)
+        kb.dma(qout, _views(ot, 0, _dense(outs_), outs_),
+               hbm(ctx.outputs[0], rows, t.pstrides[1], list(zip(out.stride[-nsp:], outs_)), out.dtype,
+                   offset=t.offsets[1]))
+        kb.release(*held)
+        held = made
+    kb.release(*held)
+
+
+@lowering("aten::_adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(ctx: LoweringContext) -> None:
+    _adaptive_avg(ctx, 2)
+
+
+@lowering("aten::_adaptive_avg_pool3d")
+def _adaptive_avg_pool3d(ctx: LoweringContext) -> None:
+    _adaptive_avg(ctx, 3)

@@ -1,0 +1,359 @@
+"""Scatters along a dim: scatter (src / value / reduce), scatter_add, scatter_reduce, index_add,
+index_copy and index_fill.
+
+Every one of them writes, for each position k along ``dim`` of the output, a combination of the
+source values whose index equals k. The kernel puts the scattered dim on the free axis (every other
+index of the iteration space is a row, 128 rows to a tile) and matches all (k, j) pairs at once
+with one-hot tiles: VectorE compares the index row (broadcast over k by a zero stride) with an
+iota of k (broadcast over j) into a [rows, k, j] mask, selects the source (or the reduction's
+identity) with it and reduces over j. No two rows collide, so nothing is read-modify-written in HBM
+and duplicate indices need no atomics; rows of ``self`` the index does not reach are copied by DMA.
+
+- sum / prod / amax / amin / mean combine with ``self`` (``include_self``) or replace it where some
+  index hit (a per-k hit count from the same mask);
+- plain scatter and index_copy take the *last* matching source (as PyTorch's serial loop does): the
+  largest matching j, then the value at it;
+- index_add / index_copy / index_fill scatter whole slices: their 1-D index is broadcast to every row
+  (a zero partition stride), negative indices wrapped by VectorE.
+
+Chunks of at most 2048 (k, j) pairs per row bound the mask tiles; long index rows are combined
+chunk by chunk with the reduction's own ALU op (the last-match rule compares positions).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from ...isa import AP, Act, Activation, Alu, DType, Iota, Memset, Select, TensorReduce, TensorScalar, TensorTensor, \
+    hbm
+from ..lowering import LoweringContext, NoLowering, lowering
+from .common import F32, attr, load, queues, row_plan, store
+from .movement import copy_region
+
+PAIRS = 2048        # (k, j) pairs per row in one mask tile
+JCHUNK = 1024       # index elements per row in one chunk
+PRELOAD = 2048      # index rows up to this long are loaded once per tile, longer ones per k chunk
+
+_IDENT = {"sum": 0.0, "prod": 1.0, "amax": float("-inf"), "amin": float("inf"), "mean": 0.0}
+_ALU = {"sum": Alu.ADD, "prod": Alu.MULTIPLY, "amax": Alu.MAX, "amin": Alu.MIN, "mean": Alu.ADD}
+_REDUCE_NAMES = {"add": "sum", "sum": "sum", "multiply": "prod", "prod": "prod", "mean": "mean", "amax": "amax",
+                 "amin": "amin"}
+
+
+def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx_strides: tuple[int, ...],
+                  src_strides: tuple[int, ...] | None, mode: str, include_self: bool = True, alpha: float = 1.0,
+                  value: float | None = None, value_input: int | None = None, wrap: bool = False) -> None:
+    """out = self with, along ``dim``, the sources at index positions combined in.
+
+    ``shape``: the iteration space (the index's positions; ``shape[dim]`` = J index elements per row);
+    ``idx_strides`` / ``src_strides``: strides of index (input 1) and source (input 2) over it; the
+    other dims address self / out at the same coordinates. ``mode``: sum, prod, amax, amin, mean, or
+    set (last match wins; the source is input 2, or ``value`` / the 0-dim ``value_input``).
+    """
+    kb = ctx.kb
+    self_m, out = ctx.call.inputs[0], ctx.call.outputs[0]
+    idx_m = ctx.call.inputs[1]
+    nd = max(self_m.ndim, 1)
+    s_shape = self_m.shape if self_m.ndim else (1,)
+    s_stride = self_m.stride if self_m.ndim else (1,)
+    o_stride = out.stride if out.ndim else (1,)
+    K = s_shape[dim]
+    J = shape[dim]
+    covered = all(shape[d] == s_shape[d] for d in range(nd) if d != dim)
+    if not covered or J == 0 or prod(shape) == 0:
+        copy_region(kb, ctx.inputs[0], self_m, ctx.outputs[0], out)
+    if J == 0 or prod(shape) == 0 or K == 0:
+        return
+    self_rows = tuple(0 if d == dim else s_stride[d] for d in range(nd))
+    out_rows = tuple(0 if d == dim else o_stride[d] for d in range(nd))
+    src_m = ctx.call.inputs[2] if src_strides is not None else None
+    metas = [idx_m, src_m or idx_m, self_m, out]
+    plan = row_plan(shape, [dim], [idx_strides, src_strides or idx_strides, self_rows, out_rows],
+                    [m.offset for m in metas])
+    fst = [fs[0] if plan.free_shape else 0 for fs in plan.free_strides]
+    qin, qout = queues(kb)
+    is_float = out.dtype.is_float
+    vdt = F32 if is_float else DType.int32
+    jc = min(J, JCHUNK)
+    kc = max(1, min(K, PAIRS // jc))
+    rows_max = max(t.rows for t in plan.tiles)
+
+    def const(v: float) -> AP:
+        c = kb.tile(rows_max, (1,), vdt)
+        kb.emit(Memset(out=c, value=v))
+        return c
+
+    consts: dict[str, AP] = {}
+    if mode == "set":
+        consts["neg1"] = const(-1.0)
+        consts["ninf"] = const(float("-inf") if is_float else -2.0 ** 31)
+        if src_strides is None:
+            vt = kb.tile(rows_max, (1,), vdt)
+            if value_input is not None:
+                vm = ctx.call.inputs[value_input]
+                raw = kb.tile(rows_max, (1,), vm.dtype)
+                kb.dma(qin[0], hbm(ctx.inputs[value_input], rows_max, 0, [(1, 1)], vm.dtype), raw)
+                kb.copy(raw, vt)
+                kb.release(raw)
+            else:
+                kb.emit(Memset(out=vt, value=float(value)))
+            consts["value"] = vt
+    else:
+        consts["ident"] = const(_IDENT[mode] if is_float or mode in ("sum", "mean", "prod") else
+                                (-2.0 ** 31 if mode == "amax" else 2.0 ** 31 - 1))
+    need_count = mode == "mean" or (mode != "set" and not include_self) or (mode == "set" and src_strides is None)
+    held: list[AP] = []
+
+    def bcast_j(t: AP, n: int, w: int) -> AP:     # [rows, w] -> [rows, n, w] (same row for every k)
+        return t.view(0, [(0, n), (1, w)])
+
+    def bcast_k(t: AP, n: int, w: int) -> AP:     # [rows, n] -> [rows, n, w]
+        return t.view(0, [(1, n), (0, w)])
+
+    for t in plan.tiles:
+        rows = t.rows
+        made: list[AP] = []
+
+        def tile(cols: int, dt=vdt) -> AP:
+            a = kb.tile(rows, (cols,), dt)
+            made.append(a)
+            return a
+
+        def load_chunk(j0: int, w: int, tile=tile):
+            """Index (as FP32, wrapped) and source of index elements j0 .. j0+w-1 of every row."""
+            raw = tile(w, idx_m.dtype)
+            load(kb, qin[0], ctx.inputs[1], idx_m.dtype, t.offsets[0] + j0 * fst[0], t.pstrides[0], rows,
+                 [(fst[0], w)], raw)
+            idx = tile(w, F32)
+            kb.copy(raw, idx)
+            if wrap:  # index + K where index < 0
+                neg = tile(w, F32)
+                kb.emit(TensorScalar(inp=idx, out=neg, alu0=Alu.IS_LT, scalar0=0.0, alu1=Alu.MULTIPLY,
+                                     scalar1=float(K)))
+                kb.emit(TensorTensor(alu=Alu.ADD, in0=idx, in1=neg, out=idx))
+            src = None
+            if src_strides is not None:
+                src = tile(w, src_m.dtype)
+                load(kb, qin[1], ctx.inputs[2], src_m.dtype, t.offsets[1] + j0 * fst[1], t.pstrides[1], rows,
+                     [(fst[1], w)], src)
+            jpos = None
+            if mode == "set" and src is not None:
+                jpos = tile(w, F32)
+                kb.emit(Iota(out=jpos, base=j0, coefs=(1,)))
+            return j0, w, idx, src, jpos
+
+        spans = [(j0, min(jc, J - j0)) for j0 in range(0, J, jc)]
+        preloaded = [load_chunk(j0, w) for j0, w in spans] if J <= PRELOAD else None
+        tile_made, kheld = made, []
+        for k0 in range(0, K, kc):
+            made = []
+            n = min(kc, K - k0)
+            kpos = tile(n, F32)
+            kb.emit(Iota(out=kpos, base=k0, coefs=(1,)))
+            acc = cnt = best = None
+            prev: list[AP] = []   # the previous j chunk's temporaries, released one chunk late
+            for ci, (j0, w) in enumerate(spans):
+                cur: list[AP] = []
+
+                def mask(cols: int, dt=F32) -> AP:   # a temporary of this j chunk
+                    a = kb.tile(rows, (cols,), dt)
+                    cur.append(a)
+                    return a
+
+                j0, w, idx, src, jpos = preloaded[ci] if preloaded else load_chunk(j0, w, mask)
+                kb.release(*prev)
+                prev = cur
+                eq = mask(n * w)
+                kb.emit(TensorTensor(alu=Alu.IS_EQUAL, in0=bcast_j(idx, n, w), in1=bcast_k(kpos, n, w),
+                                     out=eq.view(0, [(w, n), (1, w)])))
+                grid = eq.view(0, [(w, n), (1, w)])
+                if need_count:
+                    c = tile(n, F32)
+                    kb.emit(TensorReduce(alu=Alu.ADD, inp=grid, out=c))
+                    if cnt is None:
+                        cnt = c
+                    else:
+                        kb.emit(TensorTensor(alu=Alu.ADD, in0=cnt, in1=c, out=cnt))
+                if mode == "set":
+                    if src is None:
+                        continue
+                    # the last matching j, then the source value there
+                    pg = mask(n * w)
+                    kb.emit(Select(pred=grid, on_true=bcast_j(jpos, n, w),
+                                   on_false=consts["neg1"].rows(0, rows).view(0, [(0, n), (0, w)]),
+                                   out=pg.view(0, [(w, n), (1, w)])))
+                    pos = tile(n, F32)
+                    kb.emit(TensorReduce(alu=Alu.MAX, inp=pg.view(0, [(w, n), (1, w)]), out=pos))
+                    kb.emit(TensorTensor(alu=Alu.IS_EQUAL, in0=bcast_j(jpos, n, w), in1=bcast_k(pos, n, w),
+                                         out=pg.view(0, [(w, n), (1, w)])))
+                    sel = mask(n * w, vdt)
+                    kb.emit(Select(pred=pg.view(0, [(w, n), (1, w)]), on_true=bcast_j(src, n, w),
+                                   on_false=consts["ninf"].rows(0, rows).view(0, [(0, n), (0, w)]),
+                                   out=sel.view(0, [(w, n), (1, w)])))
+                    val = tile(n, vdt)
+                    kb.emit(TensorReduce(alu=Alu.MAX, inp=sel.view(0, [(w, n), (1, w)]), out=val))
+                    if best is None:
+                        best, acc = pos, val
+                    else:
+                        upd = tile(n, F32)
+                        kb.emit(TensorTensor(alu=Alu.IS_GT, in0=pos, in1=best, out=upd))
+                        kb.emit(TensorTensor(alu=Alu.MAX, in0=best, in1=pos, out=best))
+                        kb.emit(Select(pred=upd, on_true=val, on_false=acc, out=acc))
+                    continue
+                sel = mask(n * w, vdt)
+                kb.emit(Select(pred=grid, on_true=bcast_j(src, n, w),
+                               on_false=consts["ident"].rows(0, rows).view(0, [(0, n), (0, w)]),
+                               out=sel.view(0, [(w, n), (1, w)])))
+                part = tile(n, vdt)
+                kb.emit(TensorReduce(alu=_ALU[mode], inp=sel.view(0, [(w, n), (1, w)]), out=part))
+                if acc is None:
+                    acc = part
+                else:
+                    kb.emit(TensorTensor(alu=_ALU[mode], in0=acc, in1=part, out=acc))
+            made += prev
+            # combine with self
+            cur = tile(n, self_m.dtype)
+            load(kb, qin[1], ctx.inputs[0], self_m.dtype, t.offsets[2] + k0 * s_stride[dim], t.pstrides[2], rows,
+                 [(s_stride[dim], n)], cur)
+            res = tile(n, vdt)
+            if mode == "set":
+                hit = tile(n, F32)
+                if src_strides is None:
+                    kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
+                    acc = consts["value"].rows(0, rows).view(0, [(0, n)])
+                else:
+                    kb.emit(TensorScalar(inp=best, out=hit, alu0=Alu.IS_GE, scalar0=0.0))
+                kb.emit(Select(pred=hit, on_true=acc, on_false=cur, out=res))
+            elif mode == "mean":
+                if include_self:
+                    kb.emit(TensorTensor(alu=Alu.ADD, in0=acc, in1=cur, out=acc))
+                    kb.emit(TensorScalar(inp=cnt, out=cnt, alu0=Alu.ADD, scalar0=1.0))
+                else:
+                    hit = tile(n, F32)
+                    kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
+                    kb.emit(TensorScalar(inp=cnt, out=cnt, alu0=Alu.MAX, scalar0=1.0))
+                kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=acc, in1=cnt, out=acc))
+                if not is_float:
+                    kb.emit(Activation(func=Act.FLOOR, inp=acc, out=acc))
+                if include_self:
+                    kb.copy(acc, res)
+                else:
+                    kb.emit(Select(pred=hit, on_true=acc, on_false=cur, out=res))
+            else:
+                if alpha != 1.0:
+                    kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
+                if include_self:
+                    kb.emit(TensorTensor(alu=_ALU[mode], in0=cur, in1=acc, out=res))
+                else:
+                    hit = tile(n, F32)
+                    kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
+                    kb.emit(Select(pred=hit, on_true=acc, on_false=cur, out=res))
+            ot = tile(n, out.dtype)
+            kb.copy(res, ot)
+            store(kb, qout, ot, ctx.outputs[0], out.dtype, t.offsets[3] + k0 * o_stride[dim], t.pstrides[3], rows,
+                  [(o_stride[dim], n)])
+            kb.release(*kheld)   # the previous k chunk's tiles (one chunk of lag: double buffering)
+            kheld = made
+        kb.release(*held)
+        held = tile_made + kheld
+    kb.release(*held, *consts.values())
+
+
+def _dim(ctx: LoweringContext, ndim: int) -> int:
+    d = int(attr(ctx, "dim", 0))
+    return d % ndim if ndim else 0
+
+
+def _elementwise(ctx: LoweringContext, mode: str, *, src: bool = True, include_self: bool = True,
+                 value=None, value_input=None) -> None:
+    """scatter-style: the index and the source share positions (index.shape <= self.shape)."""
+    idx = ctx.call.inputs[1]
+    dim = _dim(ctx, idx.ndim)
+    shape = idx.shape if idx.ndim else (1,)
+    ist = idx.stride if idx.ndim else (1,)
+    sst = None
+    if src:
+        s = ctx.call.inputs[2]
+        sst = s.stride if s.ndim else (1,)
+    if ctx.call.outputs[0].numel == 0:
+        return
+    _emit_scatter(ctx, dim=dim, shape=shape, idx_strides=ist, src_strides=sst, mode=mode, include_self=include_self,
+                  value=value, value_input=value_input)
+
+
+def _reduce_name(ctx: LoweringContext) -> str:
+    r = str(attr(ctx, "reduce", "sum"))
+    if r not in _REDUCE_NAMES:
+        raise NoLowering(f"scatter reduce {r!r}")
+    return _REDUCE_NAMES[r]
+
+
+@lowering("aten::scatter.src", "aten::scatter_.src")
+def _scatter_src(ctx: LoweringContext) -> None:
+    _elementwise(ctx, "set")
+
+
+@lowering("aten::scatter.value", "aten::scatter_.value")
+def _scatter_value(ctx: LoweringContext) -> None:
+    _elementwise(ctx, "set", src=False, value=attr(ctx, "value", 0))
+
+
+@lowering("aten::scatter.reduce", "aten::scatter_.reduce")
+def _scatter_reduce_src(ctx: LoweringContext) -> None:
+    _elementwise(ctx, _reduce_name(ctx))
+
+
+@lowering("aten::scatter_add", "aten::scatter_add_")
+def _scatter_add(ctx: LoweringContext) -> None:
+    _elementwise(ctx, "sum")
+
+
+@lowering("aten::scatter_reduce.two", "aten::scatter_reduce_.two")
+def _scatter_reduce(ctx: LoweringContext) -> None:
+    _elementwise(ctx, _reduce_name(ctx), include_self=bool(attr(ctx, "include_self", True)))
+
+
+# --- index_add / index_copy / index_fill: whole slices along dim --------------------------------------
+
+def _slices(ctx: LoweringContext, mode: str, *, source: bool = True, alpha: float = 1.0, value=None,
+            value_input=None) -> None:
+    self_m, out = ctx.call.inputs[0], ctx.call.outputs[0]
+    idx = ctx.call.inputs[1]
+    nd = max(self_m.ndim, 1)
+    dim = _dim(ctx, self_m.ndim)
+    J = idx.shape[0] if idx.ndim else 1
+    s_shape = self_m.shape if self_m.ndim else (1,)
+    shape = tuple(J if d == dim else s_shape[d] for d in range(nd))
+    ist = tuple((idx.stride[0] if idx.ndim else 0) if d == dim else 0 for d in range(nd))
+    sst = None
+    if source:
+        s = ctx.call.inputs[2]
+        sst = s.stride if s.ndim else (1,)
+    if out.numel == 0:
+        return
+    _emit_scatter(ctx, dim=dim, shape=shape, idx_strides=ist, src_strides=sst, mode=mode, alpha=alpha, value=value,
+                  value_input=value_input, wrap=True)
+
+
+@lowering("aten::index_add", "aten::index_add_")
+def _index_add(ctx: LoweringContext) -> None:
+    _slices(ctx, "sum", alpha=float(attr(ctx, "alpha", 1)))
+
+
+@lowering("aten::index_copy", "aten::index_copy_")
+def _index_copy(ctx: LoweringContext) -> None:
+    _slices(ctx, "set")
+
+
+@lowering("aten::index_fill.int_Scalar", "aten::index_fill_.int_Scalar")
+def _index_fill_scalar(ctx: LoweringContext) -> None:
+    _slices(ctx, "set", source=False, value=attr(ctx, "value", 0))
+
+
+@lowering("aten::index_fill.int_Tensor", "aten::index_fill_.int_Tensor")
+def _index_fill_tensor(ctx: LoweringContext) -> None:
+    if ctx.call.inputs[2] is None:
+        _slices(ctx, "set", source=False, value=attr(ctx, "value", 0))
+    else:
+        _slices(ctx, "set", source=False, value_input=2)
+
