@@ -40,7 +40,7 @@ def test_llama_forward_backward_matches_cpu(attn):
         out = _step(dev, ids.to("neuron"))
     assert out.logits.device.type == "neuron"
     counts = collections.Counter(c.name for c in calls)
-    assert counts["aten::mm.out"] > 0 and counts["aten::embedding_dense_backward"] == 1
+    assert counts["aten::mm"] > 0 and counts["aten::embedding_dense_backward"] == 1
     if attn == "eager":  # same ATen kernels as CPU: identical bits
         assert torch.equal(ref.loss, out.loss.cpu())
         assert torch.equal(ref.logits, out.logits.cpu())
@@ -49,7 +49,7 @@ def test_llama_forward_backward_matches_cpu(attn):
     else:
         # CPU runs SDPA as its fused flash kernel; a PrivateUse1 backend gets ATen's math
         # decomposition (bmm, softmax), which rounds differently in the last bits
-        assert counts["aten::bmm.out"] > 0
+        assert counts["aten::bmm"] > 0
         torch.testing.assert_close(out.logits.cpu(), ref.logits, rtol=1e-5, atol=1e-5)
         for (name, p), q in zip(model.named_parameters(), dev.parameters()):
             torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -9,6 +9,7 @@ from trnscope.runtime import EmulatedClock, NeuronCoreRuntime
 
 def test_emulator_work_does_not_advance_the_clock():
     c = EmulatedClock()
+    c.hold()
     t0 = c.now()
     with c.emulation():
         time.sleep(0.02)
@@ -28,6 +29,7 @@ def test_wait_until_advances_emulated_time_without_sleeping():
 
 def test_real_timestamps_map_onto_emulated_time():
     c = EmulatedClock()
+    c.hold()
     before = time.perf_counter_ns()
     with c.emulation():
         inside = time.perf_counter_ns()
@@ -38,6 +40,64 @@ def test_real_timestamps_map_onto_emulated_time():
     # across the cut, emulated time advanced by (after - before) minus the cut
     cut = c.cuts[-1][1] - c.cuts[-1][0]
     assert c.to_emulated(after) - c.to_emulated(before) == pytest.approx((after - before) - cut, abs=1000)
+
+
+def _work(c: EmulatedClock, n: int) -> None:
+    for _ in range(n):
+        with c.emulation():
+            pass
+        c.wait_until(c.now() + 10)
+
+
+def test_history_does_not_grow_without_a_hold():
+    """Every op enters a cut: outside a hold (no profiler recording) the clock keeps a bounded
+    history however long the loop runs, and its time still advances correctly."""
+    c = EmulatedClock()
+    _work(c, 10)
+    size = (len(c.cuts), c.segments)
+    _work(c, 5000)
+    assert (len(c.cuts), c.segments) == size and c.segments <= 2
+    t0 = c.now()
+    with c.emulation():
+        time.sleep(0.01)
+    assert c.now() - t0 < 5_000_000  # cuts still come off
+    assert c.wait_until(c.now() + 50_000_000) > 49_000_000  # waits still go on
+
+
+def test_held_history_maps_exactly_after_the_hold():
+    """Timestamps taken inside a hold map after it ends exactly as they did during it, however
+    much unheld work (cuts, waits) follows."""
+    c = EmulatedClock()
+    _work(c, 100)
+    c.hold()
+    stamps = []
+    for _ in range(50):
+        stamps.append(time.perf_counter_ns())
+        with c.emulation():
+            inside = time.perf_counter_ns()
+        stamps.append(inside)
+        c.wait_until(c.now() + 1000)
+    stamps.append(time.perf_counter_ns())
+    during = [c.to_emulated(t) for t in stamps]
+    in_cut = [c.in_cut(t) for t in stamps]
+    c.release()
+    held = (len(c.cuts), c.segments)
+    _work(c, 2000)
+    assert len(c.cuts) == held[0] and c.segments <= held[1] + 1
+    assert [c.to_emulated(t) for t in stamps] == during
+    assert [c.in_cut(t) for t in stamps] == in_cut and any(in_cut) and not all(in_cut)
+
+
+def test_a_hold_without_work_keeps_the_mapping_of_its_stretch():
+    """A hold in which nothing cut or waited still maps through the entry in force at its start."""
+    c = EmulatedClock()
+    _work(c, 3)
+    c.hold()
+    t = time.perf_counter_ns()
+    before = c.to_emulated(t)
+    c.release()
+    _work(c, 3)
+    assert c.to_emulated(t) == before
 
 
 def _rt():

@@ -6,9 +6,9 @@ special: allocation, views, copies, resize/set, scalar reads) does exactly one t
 :func:`execute` with the resolved :class:`torch._ops.OpOverload`, its positional arguments and its
 keyword arguments, as the dispatcher delivered them (``neuron`` tensors, CPU tensors, scalars,
 ``torch.device`` objects, lists of those). Composite ops (CompositeImplicitAutograd,
-CompositeExplicitAutograd and the structured-kernel wrappers) are not registered: they decompose
-as usual, and their pieces arrive here. A structured functional op such as ``aten::add.Tensor``
-therefore arrives as an allocation (``aten::empty_strided``) followed by its ``out=`` variant.
+CompositeExplicitAutograd) are not registered: they decompose as usual, and their pieces arrive
+here. Structured functional ops (``aten::add.Tensor``) are registered (see :mod:`.kernels`) and
+arrive whole, once; their in-place variants arrive as their ``out=`` variant.
 
 What :func:`execute` does is decided by the installed executor (:func:`set_executor`). The
 default, :class:`HostExecutor`, computes on the host with ATen on zero-copy CPU views of the
@@ -64,10 +64,19 @@ _KINDS: dict[Any, OpKind] = {
 }
 
 
+# by id: an OpOverload hashes in Python, and every op passes here (the op is kept beside its
+# kind so that a recycled id is never taken for it)
+_KIND_BY_ID: dict[int, tuple[Any, OpKind]] = {}
+
+
 def classify(op: torch._ops.OpOverload) -> OpKind:
+    hit = _KIND_BY_ID.get(id(op))
+    if hit is not None and hit[0] is op:
+        return hit[1]
     kind = _KINDS.get(op)
     if kind is None:
         kind = _KINDS[op] = OpKind.VIEW if op.is_view else OpKind.COMPUTE
+    _KIND_BY_ID[id(op)] = (op, kind)
     return kind
 
 
@@ -78,22 +87,25 @@ class OpCall:
     ``args``/``kwargs``: as the dispatcher delivered them, ``neuron`` tensors included;
     ``kind``: :class:`OpKind`. :meth:`run_on_host` computes the result (``neuron`` tensors,
     in-place results being the argument tensors themselves) and performs the op's side effects.
+    ``sig``: the call's :func:`trnscope.device.host.signature` once an executor has computed it
+    (the host reuses it rather than computing it again), else None.
     """
 
-    __slots__ = ("op", "args", "kwargs", "kind")
+    __slots__ = ("op", "args", "kwargs", "kind", "sig")
 
     def __init__(self, op, args: tuple, kwargs: dict, kind: OpKind) -> None:
         self.op = op
         self.args = args
         self.kwargs = kwargs
         self.kind = kind
+        self.sig = None
 
     @property
     def name(self) -> str:
         return self.op.name()
 
     def run_on_host(self) -> Any:
-        return host.run(self.op, self.args, self.kwargs)
+        return host.run(self.op, self.args, self.kwargs, self.sig)
 
     def __repr__(self) -> str:
         return f"OpCall({self.name}, {self.kind.value})"

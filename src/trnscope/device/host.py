@@ -45,17 +45,48 @@ def _is_tensor_type(t) -> bool:
     )
 
 
+# functional ops whose output geometry can depend on the values of their inputs (a boolean mask
+# index selects as many elements as it has True values): always computed fresh
+_DATA_DEPENDENT_SHAPE = {"aten::index.Tensor"}
+_has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+
+
+def _out_variant(op) -> tuple:
+    """(the ``out=`` overload of structured functional ``op``, its out argument names), or
+    (None, ()): the overload with the same arguments plus one out tensor per result, whose CPU
+    kernel is the same structured implementation as ``op``'s."""
+    schema = op._schema
+    name = op.name()
+    if (schema.is_mutable or not schema.returns or name in _DATA_DEPENDENT_SHAPE
+            or any(a.is_out for a in schema.arguments) or any(r.alias_info is not None for r in schema.returns)
+            or not _has_kernel(name, "CompositeExplicitAutogradNonFunctional")):
+        return None, ()
+    want = [(a.name, str(a.type)) for a in schema.arguments]
+    packet = op.overloadpacket
+    for overload in packet.overloads():
+        cand = getattr(packet, overload)
+        arguments = cand._schema.arguments
+        outs = tuple(a.name for a in arguments if a.is_out)
+        if (len(outs) == len(schema.returns) and _has_kernel(cand.name(), "CPU")
+                and [(a.name, str(a.type)) for a in arguments if not a.is_out] == want):
+            return cand, outs
+    return None, ()
+
+
 class _OpInfo:
-    __slots__ = ("seeded", "out_names", "check_devices", "tensor_args", "siblings")
+    __slots__ = ("op", "seeded", "out_names", "schema_outs", "check_devices", "tensor_args", "siblings",
+                 "out_variant", "out_args", "written", "outputs_follow")
 
     def __init__(self, op) -> None:
         schema = op._schema
+        self.op = op
         self.seeded = torch.Tag.nondeterministic_seeded in op.tags
         self.out_names = tuple(
             a.name for a in schema.arguments
             if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
         )
         self.check_devices = schema.name not in _MIXED_DEVICE_OK
+        self.schema_outs = tuple(a.name for a in schema.arguments if a.is_out)
         # positions where ATen may hand us a wrapped number as a Python scalar, unless the op is
         # one whose Python binding accepts numbers for tensors anyway (add, mul, div, sub...)
         packet = schema.name.split("::", 1)[-1]
@@ -63,15 +94,24 @@ class _OpInfo:
             (i, a.name) for i, a in enumerate(schema.arguments) if _is_tensor_type(a.type)
         )
         self.siblings: dict[frozenset, Any] = {}
+        self.out_variant, self.out_args = _out_variant(op)
+        # arguments the kernel may write, resize or re-stride: they get views of their own
+        self.written = frozenset(
+            key for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write
+            for key in (i, a.name))
+        # the result is determined by the call's signature: a planned out= call, or results that
+        # are the (written) arguments themselves
+        self.outputs_follow = self.out_variant is not None or all(r.alias_info is not None for r in schema.returns)
 
 
-_infos: dict[Any, _OpInfo] = {}
+# by id, checked against the op: an OpOverload hashes in Python, and every op looks here
+_infos: dict[int, _OpInfo] = {}
 
 
 def _info(op) -> _OpInfo:
-    info = _infos.get(op)
-    if info is None:
-        info = _infos[op] = _OpInfo(op)
+    info = _infos.get(id(op))
+    if info is None or info.op is not op:
+        info = _infos[id(op)] = _OpInfo(op)
     return info
 
 
@@ -92,15 +132,16 @@ class _Mapping:
         self.device: int | None = None
         self.adopted: dict[int, torch.UntypedStorage] = {}
 
-    def to_host(self, x):
+    def to_host(self, x, read: bool = False):
+        """``x`` with its neuron tensors as host views (``read``: the kernel only reads them)."""
         if isinstance(x, torch.Tensor):
-            if _is_neuron(x):
+            if not x.is_cpu and _is_neuron(x):
                 index = x.get_device()
                 if self.device is None:
                     self.device = index
                 elif index != self.device:
                     self.other = index
-                v = memory.host_view(x)
+                v = memory.read_view(x) if read else memory.host_view(x)
                 self.views[id(v)] = (v, x)
                 ptr = x.untyped_storage().data_ptr()
                 if ptr:
@@ -110,7 +151,7 @@ class _Mapping:
             return x
         t = type(x)
         if t is list or t is tuple:
-            return t(self.to_host(i) for i in x)
+            return t(self.to_host(i, read) for i in x)
         if t is torch.device and x.type == BACKEND:
             if self.device is None:
                 self.device = _devices.index_of(x)
@@ -261,12 +302,125 @@ def _run_on_host(op, info: _OpInfo, call, hargs: tuple, hkwargs: dict, kwargs: d
     return call(*hargs, **hkwargs)
 
 
-def _compute(op, args: tuple, kwargs: dict, host_op=None):
-    """Run ``host_op`` (default: ``op`` itself) on host views of ``op``'s arguments."""
+# --------------------------------------------------------------------------------------------
+# structured functional ops: output from device memory, then the out= kernel
+#
+# A structured op's output geometry (sizes, strides, dtype) is a function of its arguments'
+# geometry and its other arguments' values, which is what its meta function computes before the
+# kernel runs. The first call of a signature computes the result the plain way (ATen's CPU
+# functional kernel, whose fresh buffer becomes device memory); its geometry is remembered, and
+# repeat calls allocate their outputs from the device allocator (accounted, cached buffers reused,
+# an out-of-memory error before any compute) and run the out= kernel into them, exactly what the
+# CompositeExplicitAutogradNonFunctional wrapper this replaces does, without its second trip
+# through Python.
+
+GEOMETRY_CACHE_SIZE = 8192
+_geometry: dict = {}
+_UNPLANNABLE = object()
+
+
+def arg_signature(v):
+    """The part of a :func:`signature` one argument (or result) contributes."""
+    if isinstance(v, torch.Tensor):
+        if v.is_cpu:  # a 0-dim CPU tensor is a value next to device tensors: part of the signature
+            return ("cpu", v.dtype, v.shape, v.stride(), v.item() if v.dim() == 0 else None)
+        return (v.dtype, v.shape, v.stride())
+    t = type(v)
+    if t is list or t is tuple:
+        return tuple(arg_signature(x) for x in v)
+    # the type too: 1, 1.0 and True are equal keys but promote (and lower) differently
+    return (t, v)
+
+
+def signature(op, args: tuple, kwargs: dict):
+    """A hashable key of everything about a call that decides its results' geometry and its device
+    kernel: the op, the dtypes, sizes and strides of its tensors, the values of its other
+    arguments and of 0-dim CPU tensors, and the default dtype (which decides e.g. the result
+    dtype of an integer tensor plus a float). Storage offsets are left out: they change neither.
+    None when an argument cannot be part of a key."""
+    try:  # the op's _OpInfo stands for it: it is one per op and hashes in C
+        key = (_info(op), torch.get_default_dtype(), tuple(arg_signature(a) for a in args),
+               tuple((k, arg_signature(v)) for k, v in kwargs.items()) if kwargs else ())
+        hash(key)
+    except (TypeError, RuntimeError):
+        return None
+    return key
+
+
+def out_names(op) -> tuple:
+    """The names of ``op``'s out= arguments, in schema order."""
+    return _info(op).schema_outs
+
+
+def outputs_follow(op) -> bool:
+    """Whether a call's :func:`signature` also decides the geometry of what it returns."""
+    return _info(op).outputs_follow
+
+
+def _remember_geometry(key, result) -> None:
+    if type(result) is tuple:
+        outs = result
+    else:
+        outs = (result,)
+    geo = _UNPLANNABLE
+    if all(isinstance(o, torch.Tensor) and _is_neuron(o) for o in outs):
+        geo = (type(result) is tuple, tuple((tuple(o.shape), o.stride(), o.dtype) for o in outs))
+    if len(_geometry) >= GEOMETRY_CACHE_SIZE:  # the oldest goes (pop: another thread may be evicting too)
+        _geometry.pop(next(iter(_geometry)), None)
+    _geometry[key] = geo
+
+
+def _device_of(args: tuple, kwargs: dict) -> int:
+    for v in args if not kwargs else list(args) + list(kwargs.values()):
+        if isinstance(v, torch.Tensor):
+            if not v.is_cpu and _is_neuron(v):
+                return v.get_device()
+        elif type(v) is list or type(v) is tuple:
+            for x in v:
+                if isinstance(x, torch.Tensor) and not x.is_cpu and _is_neuron(x):
+                    return x.get_device()
+    return _devices.current()
+
+
+def _compute_functional(op, info: _OpInfo, args: tuple, kwargs: dict, key):
+    if key is None:
+        key = signature(op, args, kwargs)
+    geo = _geometry.get(key) if key is not None else None
+    if geo is None:
+        result = _compute_plain(op, info, args, kwargs, None)
+        if key is not None:
+            _remember_geometry(key, result)
+        return result
+    if geo is _UNPLANNABLE:
+        return _compute_plain(op, info, args, kwargs, None)
+    is_tuple, shapes = geo
+    device = _device_of(args, kwargs)
+    outs = [memory.empty_strided(size, stride, dtype, device) for size, stride, dtype in shapes]
+    out_kwargs = dict(kwargs)
+    for name, o in zip(info.out_args, outs):
+        out_kwargs[name] = o
+    result = _compute(info.out_variant, args, out_kwargs)
+    return tuple(result) if is_tuple else result
+
+
+def _compute(op, args: tuple, kwargs: dict, host_op=None, key=None):
+    """Run ``host_op`` (default: ``op`` itself) on host views of ``op``'s arguments. ``key``: the
+    call's :func:`signature` if the caller has it."""
     info = _info(op)
+    if info.out_variant is not None and host_op is None:
+        return _compute_functional(op, info, args, kwargs, key)
+    return _compute_plain(op, info, args, kwargs, host_op)
+
+
+def _compute_plain(op, info: _OpInfo, args: tuple, kwargs: dict, host_op):
     m = _Mapping()
-    hargs = m.to_host(args)
-    hkwargs = {k: m.to_host(v) for k, v in kwargs.items()} if kwargs else {}
+    written = info.written
+    if written:
+        hargs = tuple(m.to_host(a, i not in written) for i, a in enumerate(args))
+        hkwargs = {k: m.to_host(v, k not in written) for k, v in kwargs.items()} if kwargs else {}
+    else:
+        hargs = m.to_host(args, True)
+        hkwargs = {k: m.to_host(v, True) for k, v in kwargs.items()} if kwargs else {}
     if info.check_devices:
         m.check_devices(op)
     try:
@@ -462,9 +616,10 @@ SPECIAL: dict[Any, Any] = {
 }
 
 
-def run(op, args: tuple, kwargs: dict):
-    """Execute ``op`` on the host; results are ``neuron`` tensors (see the module docstring)."""
+def run(op, args: tuple, kwargs: dict, key=None):
+    """Execute ``op`` on the host; results are ``neuron`` tensors (see the module docstring).
+    ``key``: the call's :func:`signature`, if the caller computed it already."""
     fn = SPECIAL.get(op)
     if fn is not None:
         return fn(*args, **kwargs)
-    return _compute(op, args, kwargs)
+    return _compute(op, args, kwargs, key=key)

@@ -13,6 +13,15 @@ would decompose on ``neuron`` into other ops, with numbers that differ from CPU 
 Like CUDA, which has its own kernels for them, ``neuron`` takes them whole: they are registered
 explicitly too (:func:`host_backed_composites`).
 
+Structured ops (``add.Tensor``, ``exp``, ``sum.dim_IntList``, ``mm``...) have a generated
+CompositeExplicitAutogradNonFunctional kernel that a backend without a kernel of its own gets:
+it allocates the output (``aten::empty``/``empty_strided``) and calls the ``out=`` variant, so
+each functional op would cost two Python kernel calls (and two trips through :func:`execute`).
+``neuron`` registers the functional overloads of these ops itself (:func:`functional_structured`):
+one call of ``execute`` per op, whose host side allocates the output from device memory and runs
+the ``out=`` kernel (:mod:`.host`), as the composite would have. In-place variants keep the
+composite, which is already a single ``out=`` call.
+
 Two registrations do not call ``execute`` themselves: ``_to_copy`` on PrivateUse1 is a Python
 copy of ATen's composite (which would ask for pinned memory), so its pieces reach ``execute``;
 and ``_copy_from`` is also taken on the Conjugate/Negative keys, where it does call ``execute``.
@@ -93,7 +102,7 @@ def register() -> None:
     fb = torch.library.Library("_", "IMPL")
     fb.fallback(_fallback, KEY)
     impl = torch.library.Library("aten", "IMPL")
-    for op in list(host.SPECIAL) + host_backed_composites():
+    for op in dict.fromkeys(list(host.SPECIAL) + host_backed_composites() + functional_structured()):
         impl.impl(op.name()[len("aten::"):], _forward(op), KEY)
     # ATen's conjugate/negative fallbacks would materialise a lazily conjugated source before
     # _copy_from, by a clone that copies through _copy_from again: endless recursion. The host
@@ -126,6 +135,24 @@ def host_backed_composites() -> list:
     return sorted(ops, key=lambda o: o.name())
 
 
+def functional_structured() -> list:
+    """Functional ATen ops (no out=, no mutation, no aliased result) with a CPU kernel that would
+    reach PrivateUse1 through their CompositeExplicitAutogradNonFunctional wrapper (see above)."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    ops = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if not (name.startswith("aten::") and has(name, "CPU")
+                and has(name, "CompositeExplicitAutogradNonFunctional")):
+            continue
+        op = _overload(name)
+        schema = op._schema
+        if schema.is_mutable or any(a.is_out for a in schema.arguments) or any(
+                r.alias_info is not None for r in schema.returns) or op in host.SPECIAL:
+            continue
+        ops.append(op)
+    return sorted(ops, key=lambda o: o.name())
+
+
 def registered_ops() -> list[str]:
     """Names of the ops with an explicit PrivateUse1 kernel of ours."""
-    return sorted(op.name() for op in list(host.SPECIAL) + host_backed_composites())
+    return sorted({op.name() for op in list(host.SPECIAL) + host_backed_composites() + functional_structured()})

@@ -34,6 +34,9 @@ _CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 # ATen's CPU kernel for set_ only edits TensorImpl metadata and never looks at the device, so
 # calling it on a neuron tensor (redispatch straight to the CPU key) is exact and allocation-free
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
+# ATen's torch.empty: :mod:`.pinned` wraps torch.empty in Python (for pin_memory=), a cost every
+# host view and allocation would pay
+_empty = torch._C._VariableFunctions.empty
 
 
 @dataclass
@@ -55,7 +58,7 @@ class DeviceMemoryStats:
 class _Block:
     """One device allocation: the host bytes behind one neuron storage."""
 
-    __slots__ = ("ptr", "nbytes", "device", "host", "ref", "holder")
+    __slots__ = ("ptr", "nbytes", "device", "host", "ref", "holder", "views")
 
     def __init__(self, ptr, nbytes, device, host, holder=None):
         self.ptr = ptr
@@ -64,6 +67,7 @@ class _Block:
         self.host = host  # non-owning, non-resizable CPU UntypedStorage over the same bytes
         self.ref = None  # weak reference whose death means the neuron storage died
         self.holder = holder  # the CPU buffer behind it, returned to the cache when the storage dies
+        self.views: dict = {}  # geometry -> a host view read by kernels (see read_view)
 
 
 _lock = threading.RLock()
@@ -302,14 +306,14 @@ def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
     nbytes = int(nbytes)
     if nbytes < 0:
         raise RuntimeError(f"trnscope: negative allocation size {nbytes}")
+    size = nbytes if nbytes > 0 else 1  # so that every live block has a distinct, non-null address
     with _lock:  # account first: an oversize request must not touch host memory
         _reserve(nbytes, device)
-    size = nbytes if nbytes > 0 else 1  # so that every live block has a distinct, non-null address
+        cached = _take_pooled(size, device)
     host = None
     try:
-        cached = _take_pooled(size, device)
         if cached is None:
-            holder = torch.empty(size, dtype=torch.uint8)
+            holder = _empty(size, dtype=torch.uint8)
         else:
             holder, host = cached
     except BaseException:
@@ -326,7 +330,7 @@ def adopt(cpu_storage: torch.UntypedStorage, device: int = 0) -> torch.UntypedSt
         return allocate(0, device)
     with _lock:
         _reserve(nbytes, device)
-    holder = torch.empty(0, dtype=torch.uint8).set_(cpu_storage, 0, [nbytes], [1])
+    holder = _empty(0, dtype=torch.uint8).set_(cpu_storage, 0, [nbytes], [1])
     return _import(holder, nbytes, device)
 
 
@@ -378,9 +382,11 @@ def _template(device: int) -> torch.Tensor:
     return t
 
 
-def wrap(storage, dtype: torch.dtype, size, stride, offset: int = 0) -> torch.Tensor:
-    """A new neuron tensor over ``storage`` (a neuron UntypedStorage)."""
-    device = storage.device.index
+def wrap(storage, dtype: torch.dtype, size, stride, offset: int = 0, device: int | None = None) -> torch.Tensor:
+    """A new neuron tensor over ``storage`` (a neuron UntypedStorage; ``device``: its index, if
+    the caller knows it)."""
+    if device is None:
+        device = storage.device.index
     if not device:
         t = torch._C._acc.create_empty_tensor([0], dtype)
     else:
@@ -389,9 +395,10 @@ def wrap(storage, dtype: torch.dtype, size, stride, offset: int = 0) -> torch.Te
 
 
 def empty_strided(size, stride, dtype: torch.dtype, device: int = 0) -> torch.Tensor:
-    size = [int(s) for s in size]
-    stride = [int(s) for s in stride]
-    return wrap(allocate(storage_nbytes(size, stride, dtype.itemsize), device), dtype, size, stride)
+    if type(size) is not list or type(stride) is not list:
+        size = [int(s) for s in size]
+        stride = [int(s) for s in stride]
+    return wrap(allocate(storage_nbytes(size, stride, dtype.itemsize), device), dtype, size, stride, 0, device)
 
 
 def empty(size, dtype: torch.dtype, device: int = 0) -> torch.Tensor:
@@ -419,7 +426,11 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
         if t.untyped_storage().nbytes() == 0:  # nothing to alias: any storage will do
             return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
         raise RuntimeError("trnscope: tensor storage was not allocated by trnscope.device")
-    v = torch.empty(0, dtype=t.dtype).set_(blk.host, t.storage_offset(), t.size(), t.stride())
+    return _new_view(t, blk)
+
+
+def _new_view(t: torch.Tensor, blk: _Block) -> torch.Tensor:
+    v = _empty(0, dtype=t.dtype).set_(blk.host, t.storage_offset(), t.size(), t.stride())
     if t.is_conj():  # lazy conjugate / negative bits travel with the view
         v = torch._conj(v)
     if t.is_neg():
@@ -427,10 +438,32 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
     return v
 
 
+READ_VIEWS_PER_BLOCK = 8
+
+
+def read_view(t: torch.Tensor) -> torch.Tensor:
+    """:func:`host_view` for an argument a kernel only reads: one view per geometry of a storage,
+    kept with its block and handed to every such read (a weight read by every step's matmul,
+    an activation read by the next op). A kernel never changes the metadata of an argument it
+    does not write, so a shared view keeps its geometry; arguments that are written (in-place,
+    ``out=``, which a kernel may resize) take a fresh :func:`host_view`."""
+    blk = _blocks.get(t.untyped_storage().data_ptr())
+    if blk is None:
+        return host_view(t)
+    key = (t.dtype, t.shape, t.stride(), t.storage_offset(), t.is_conj(), t.is_neg())
+    views = blk.views
+    v = views.get(key)
+    if v is None:
+        if len(views) >= READ_VIEWS_PER_BLOCK:  # a storage read through many geometries (slices)
+            views.clear()
+        v = views[key] = _new_view(t, blk)
+    return v
+
+
 def host_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
     """A CPU uint8 tensor over every byte of a neuron storage."""
     hs = host_storage(storage)
-    return torch.empty(0, dtype=torch.uint8).set_(hs, 0, [hs.nbytes()], [1])
+    return _empty(0, dtype=torch.uint8).set_(hs, 0, [hs.nbytes()], [1])
 
 
 def live_blocks(device: int | None = None) -> list[tuple[int, int, int]]:

@@ -88,7 +88,43 @@ def register() -> None:
     autocast.register()
     torch.serialization.register_package(15, _location_tag, _restore_location)
     _guard_storage_constructor()
+    _hold_clock_while_profiling()
     _registered = True
+
+
+# --- the runtime clock's history while torch.profiler records -----------------------------------
+
+
+def _hold_clock_while_profiling() -> None:
+    """Profiles map the real timestamps torch.profiler takes onto the emulated clock, which needs
+    the clock's history of the recording stretch (see :mod:`trnscope.runtime.clock`). Every
+    profiler in ``torch.autograd.profiler`` calls ``_run_on_profiler_start()`` before it enables
+    recording and ``_run_on_profiler_stop()`` after it disables it (module globals, looked up at
+    each call): the clock is held in between. Should torch drop them, the clock is held for good,
+    which is always correct and costs memory (the history grows with every op)."""
+    from .. import runtime
+
+    prof = torch.autograd.profiler
+    start = getattr(prof, "_run_on_profiler_start", None)
+    stop = getattr(prof, "_run_on_profiler_stop", None)
+    if getattr(start, "__trnscope_clock__", False):
+        return
+    clock = runtime.CLOCK
+    if not (callable(start) and callable(stop)):
+        clock.hold()
+        return
+
+    def _run_on_profiler_start():
+        clock.hold()
+        start()
+
+    def _run_on_profiler_stop():
+        stop()
+        clock.release()
+
+    _run_on_profiler_start.__trnscope_clock__ = True
+    prof._run_on_profiler_start = _run_on_profiler_start
+    prof._run_on_profiler_stop = _run_on_profiler_stop
 
 
 # --- torch.load(map_location="neuron") ---------------------------------------------------------

@@ -20,7 +20,7 @@ import torch
 from .. import runtime
 from ..compiler import NoLowering, has_lowering
 from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
-from . import memory
+from . import host, memory
 from .dispatch import OpCall, OpKind
 
 FALLBACK_ENV = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
@@ -84,38 +84,27 @@ def _device_index(call: OpCall) -> int:
 
 # --- dispatch plans ---------------------------------------------------------------------------
 #
-# A device op's kernel is a function of the call's signature: the op, the sizes, strides and
-# dtypes of its tensors, the values of its other arguments (and of 0-dim CPU tensors, which
-# from_aten turns into attributes). The first call with a signature builds its plan (OpCall,
-# Program, simulated timeline, or the reason the op must fall back); a repeat call skips
-# from_aten, the lowering cache's key building and hashing, and the simulator cache lookup.
-# Storage offsets are left out: Programs bind each view from its first element (see
+# A device op's kernel is a function of the call's signature (trnscope.device.host.signature: the
+# op, the sizes, strides and dtypes of its tensors, the values of its other arguments and of 0-dim
+# CPU tensors, which from_aten turns into attributes) and of its outputs' geometry, which the
+# signature decides too unless the op returns fresh tensors of its own making. The first call with
+# a signature builds its plan (Program, simulated timeline, or the reason the op must fall back);
+# a repeat call skips from_aten, the lowering cache's key building and hashing, and the simulator
+# cache lookup. Storage offsets are left out: Programs bind each view from its first element (see
 # trnscope.compiler.lowering.build), so the offset never changes the kernel.
 
 PLAN_CACHE_SIZE = 8192
-_NO_SIG = object()
 
 
-def _sig(v):
-    if isinstance(v, torch.Tensor):
-        if v.is_cpu:  # a 0-dim CPU tensor can be an attribute: its value is part of the kernel
-            return ("cpu", v.dtype, v.shape, v.stride(), v.item() if v.dim() == 0 else None)
-        return (v.dtype, v.shape, v.stride())
-    t = type(v)
-    if t is list or t is tuple:
-        return tuple(_sig(x) for x in v)
-    # the type too: 1, 1.0 and True are equal keys but not the same attribute
-    return (t, v)
-
-
-def _signature(call: OpCall, outs: tuple):
+def _plan_key(call: OpCall, outs: tuple):
+    key = call.sig
+    if key is None or host.outputs_follow(call.op):
+        return key
     try:
-        key = (call.op, tuple(_sig(a) for a in call.args),
-               tuple((k, _sig(v)) for k, v in call.kwargs.items()) if call.kwargs else (),
-               tuple(_sig(o) for o in outs))
+        key = (key, tuple(host.arg_signature(o) for o in outs))
         hash(key)
-    except (TypeError, RuntimeError):  # an unhashable argument: no plan, take the full path
-        return _NO_SIG
+    except (TypeError, RuntimeError):  # an unhashable output: no plan, take the full path
+        return None
     return key
 
 
@@ -138,6 +127,18 @@ def _remember(core: runtime.NeuronCoreRuntime, key, plan: _Plan) -> None:
     plans[key] = plan
 
 
+_CUT = runtime.CLOCK.emulation()
+_FUNCTIONAL: dict[int, tuple] = {}
+
+
+def _functional_name(op) -> str:
+    """:func:`functional_name`, looked up by id (an OpOverload hashes in Python)."""
+    hit = _FUNCTIONAL.get(id(op))
+    if hit is None or hit[0] is not op:
+        hit = _FUNCTIONAL[id(op)] = (op, functional_name(op))
+    return hit[1]
+
+
 class RuntimeExecutor:
     def __init__(self) -> None:
         self._warned: set[str] = set()
@@ -149,9 +150,9 @@ class RuntimeExecutor:
         # Everything trnscope itself does to serve an op is emulator work, cut from host time: host
         # time is what PyTorch and the user's program spend. Transfers and host waits still advance
         # the clock (wait_until works inside a cut); a NEFF's launch cost is on the device side.
-        with runtime.CLOCK.emulation():
+        with _CUT:
             if kind is OpKind.COMPUTE:
-                name = functional_name(call.op)
+                name = _functional_name(call.op)
                 if has_lowering(name):
                     return self._kernel_cut(call, runtime.core(_device_index(call)), name)
             elif kind is OpKind.COPY:
@@ -169,13 +170,14 @@ class RuntimeExecutor:
     def _kernel_cut(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:
         # numbers first (on host views), then the kernel for the actual outputs: emulator work
         # (the caller holds the emulation cut)
+        call.sig = host.signature(call.op, call.args, call.kwargs)
         result = call.run_on_host()
         outs = _outputs(call, result)
-        key = _signature(call, outs)
-        plan = core.plans.get(key) if key is not _NO_SIG else None
+        key = _plan_key(call, outs)
+        plan = core.plans.get(key) if key is not None else None
         if plan is None:  # the first call of a signature: served (and recorded) by _plan
             plan = self._plan(call, core, name, outs)
-            if plan is not None and key is not _NO_SIG:  # a kernel error is reported, not remembered
+            if plan is not None and key is not None:  # a kernel error is reported, not remembered
                 _remember(core, key, plan)
             return result
         if plan.program is None:
@@ -267,14 +269,9 @@ class RuntimeExecutor:
         return runtime.CLOCK.now()
 
 
-_OUT_NAMES: dict = {}
-
-
 def _outputs(call: OpCall, result) -> tuple:
     """The tensors the op writes: its out= arguments in schema order, else what it returned."""
-    names = _OUT_NAMES.get(call.op)
-    if names is None:
-        names = _OUT_NAMES[call.op] = tuple(a.name for a in call.op._schema.arguments if a.is_out)
+    names = host.out_names(call.op)
     if names:
         kwargs = call.kwargs
         outs = tuple(kwargs[n] for n in names if isinstance(kwargs.get(n), torch.Tensor))

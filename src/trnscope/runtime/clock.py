@@ -6,6 +6,13 @@ host wait for the device (synchronize, .cpu(), .item()) as a *wait* that advance
 to when the device is done. ``now()`` is emulated time; :meth:`to_emulated` maps any real
 ``time.perf_counter_ns()`` timestamp (e.g. one the PyTorch profiler recorded) onto it, which is how
 profiles line up CPU events with device executions.
+
+That map needs the clock's history (every cut and wait), which grows by an entry or two per op,
+so it is kept only while someone holds the clock (:meth:`EmulatedClock.hold`; the device layer
+holds it while a ``torch.profiler`` session records, the only time real timestamps that must be
+mapped later are taken). Outside holds, the clock keeps only its current offset: ``now()`` and
+waits stay exact, a long unprofiled loop keeps constant memory, and real timestamps from those
+stretches are no longer mapped exactly (nothing recorded them).
 """
 
 from __future__ import annotations
@@ -24,8 +31,30 @@ class EmulatedClock:
         self._offset: list[int] = [0]
         self._cut_depth = 0
         self._cut_start = 0
-        self.cuts: list[tuple[int, int]] = []  # real [start, end) stretches of emulator work
+        self._cut_kept = False  # the cut in progress began inside a hold
+        self.cuts: list[tuple[int, int]] = []  # real [start, end) stretches of emulator work, held ones
         self._cut = _Cut(self)
+        self._holds = 0
+        # the last entry of the map must stay: it was made inside a hold, or a hold began after it
+        # (the hold's first timestamps map through it). Otherwise the next entry replaces it.
+        self._tail_kept = True
+
+    # --- history ------------------------------------------------------------------------------
+    def hold(self) -> None:
+        """Keep the history (cuts, waits) from now on until the matching :meth:`release`, so that
+        real timestamps taken in between can be mapped later, however much runs after them."""
+        with self._lock:
+            self._holds += 1
+            self._tail_kept = True
+
+    def release(self) -> None:
+        with self._lock:
+            if self._holds:
+                self._holds -= 1
+
+    @property
+    def held(self) -> bool:
+        return self._holds > 0
 
     def now(self) -> int:
         return self.to_emulated(time.perf_counter_ns())
@@ -34,6 +63,8 @@ class EmulatedClock:
         with self._lock:
             if self._cut_depth and real_ns >= self._cut_start:
                 return self._cut_start + self._offset[-1]
+            if real_ns >= self._real[-1]:  # now or later: past every cut (each cut's end is an entry)
+                return real_ns + self._offset[-1]
             c = bisect.bisect_right(self.cuts, (real_ns, 1 << 62)) - 1
             if c >= 0 and self.cuts[c][0] <= real_ns < self.cuts[c][1]:
                 real_ns = self.cuts[c][0]  # inside past emulator work: time stood still there
@@ -57,6 +88,7 @@ class EmulatedClock:
         with self._lock:
             self._cut_depth += 1
             if self._cut_depth == 1:
+                self._cut_kept = self._holds > 0
                 self._cut_start = time.perf_counter_ns()
 
     def _exit_cut(self) -> None:
@@ -64,8 +96,10 @@ class EmulatedClock:
             self._cut_depth -= 1
             if self._cut_depth == 0:
                 end = time.perf_counter_ns()
-                self.cuts.append((self._cut_start, end))
-                self._append(end, self._offset[-1] - (end - self._cut_start))
+                keep = self._cut_kept or self._holds > 0
+                if keep:
+                    self.cuts.append((self._cut_start, end))
+                self._append(end, self._offset[-1] - (end - self._cut_start), keep)
 
     def wait_until(self, emulated_ns: int) -> int:
         """The host blocks until ``emulated_ns`` (the device finishing); returns the time waited."""
@@ -75,15 +109,21 @@ class EmulatedClock:
             now = (self._cut_start if self._cut_depth else real) + self._offset[-1]
             if emulated_ns <= now:
                 return 0
-            self._append(real, self._offset[-1] + (emulated_ns - now))
+            keep = self._holds > 0 or (self._cut_depth > 0 and self._cut_kept)
+            self._append(real, self._offset[-1] + (emulated_ns - now), keep)
             return emulated_ns - now
 
-    def _append(self, real: int, offset: int) -> None:
+    def _append(self, real: int, offset: int, keep: bool) -> None:
         if real <= self._real[-1]:
             self._offset[-1] = offset
-        else:
+            self._tail_kept = self._tail_kept or keep
+        elif keep or self._tail_kept:
             self._real.append(real)
             self._offset.append(offset)
+            self._tail_kept = keep
+        else:  # nobody will map a timestamp from between the two: the new entry replaces the old
+            self._real[-1] = real
+            self._offset[-1] = offset
 
     @property
     def segments(self) -> int:
