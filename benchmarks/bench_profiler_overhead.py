@@ -15,7 +15,15 @@ minimum is the steadier estimate for a CPU-bound loop. A third clock is the runt
 host time (wall time with the emulator's work cut out, device waits in): the time a profile
 shows as CPU time, so its ratio is how much the profiler's own work inflates the profile.
 
-    .venv/bin/python benchmarks/bench_profiler_overhead.py [--iters 50] [--repeats 9] [--shape 64x1024]
+The variants run in turn, in reverse order every other repeat, so that a slow stretch of a shared
+machine does not always land on the same one. ``--threads`` sets torch's intra-op threads: the
+emulator computes numerics with ATen on the host, and from about 32K elements (64x1024) ATen
+splits an op over its OpenMP threads; on a loaded 2-CPU machine those threads wait for CPUs
+that other processes hold, which swings every variant's times by 2-30x between runs and swamps
+the profiler's share. ``--threads 1`` measures the profiler, the default measures the setup as
+users run it.
+
+    .venv/bin/python benchmarks/bench_profiler_overhead.py [--iters 50] [--repeats 9] [--shape 64x1024] [--threads N]
 """
 
 from __future__ import annotations
@@ -56,7 +64,10 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--shape", default="64x1024")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows, cols = (int(v) for v in args.shape.split("x"))
     x = torch.randn(rows, cols).to("neuron")
     w = torch.randn(cols).to("neuron")
@@ -71,16 +82,19 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as out, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for _ in range(args.repeats):
+
+        def plain():
             t0 = stamp()
             loop(x, w, args.iters)
             add("plain", t0, stamp())
 
+        def kineto():
             with profile(activities=ACTIVITIES):
                 t0 = stamp()
                 loop(x, w, args.iters)
                 add("kineto_loop", t0, stamp())
 
+        def neuron():
             cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=out)
             s0 = stamp()
             with profile(activities=ACTIVITIES, experimental_config=cfg) as prof:
@@ -91,10 +105,15 @@ def main() -> None:
             NeuronProfiler(cfg).export_trace(prof)
             add("neuron_export", s0, stamp())
 
+        for r in range(args.repeats):
+            for run in ((plain, kineto, neuron) if r % 2 == 0 else (neuron, kineto, plain)):
+                run()
+
     labels = {"plain": "unprofiled loop", "kineto_loop": "torch.profiler (no NeuronConfig): loop",
               "neuron_loop": "NeuronConfig(DEVICE, RUNTIME): loop", "neuron_session": "  ... whole session (enter/exit)",
               "neuron_export": "  ... session + export_trace"}
-    print(f"naive RMSNorm {rows}x{cols} on neuron, {args.iters} iterations x {args.repeats} repeats, interleaved")
+    print(f"naive RMSNorm {rows}x{cols} on neuron, {args.iters} iterations x {args.repeats} repeats, interleaved, "
+          f"{torch.get_num_threads()} intra-op thread(s)")
     for c in CLOCKS:
         med0, min0 = statistics.median(res[(c, "plain")]), min(res[(c, "plain")])
         print(f" {c + ' time':42s}   median    ratio       min    ratio")

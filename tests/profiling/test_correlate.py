@@ -1,6 +1,6 @@
 """The classification shared by key_averages() and the exported traces, on synthetic events."""
 
-from trnscope.profiling.correlate import MARKER_PREFIX, SPAN_NAME, classify
+from trnscope.profiling.correlate import MARKER_PREFIX, SPAN_NAME, SPAN_PREFIX, classify
 
 
 def run(events, **kw):
@@ -62,3 +62,24 @@ def test_machinery_names_and_cuts():
             machinery=frozenset({"_RMSNorm"}), in_cut=lambda s, e: s >= 200)
     assert c.keep == [True, False, False, False, False]
     assert c.dispatcher == {3: 0}
+
+
+def test_numbered_span_links_its_executions_to_the_op():
+    """Executions made inside span n (span_seqs: seq -> n) belong to the op around the span,
+    through a structured fold too; an execution whose span was not recorded stays unlinked."""
+    c = run([
+        ("aten::pow", 0, 100),
+        ("aten::empty", 5, 20), (SPAN_PREFIX + "3", 6, 19),
+        ("aten::pow", 30, 90), (SPAN_PREFIX + "4", 31, 89),
+        ("aten::mul", 40, 45),            # the numerics on the host, inside the span
+        ("aten::add", 200, 300), (SPAN_PREFIX + "5", 210, 290),
+    ], span_seqs={11: 4, 12: 4, 13: 5, 14: 99})
+    assert [i for i, k in enumerate(c.keep) if k] == [0, 6]
+    assert c.dispatcher == {11: 0, 12: 0, 13: 6}
+    assert c.folded == 2 and c.internal == 4
+
+
+def test_marker_wins_over_span_for_the_same_execution():
+    c = run([("aten::a", 0, 50), (SPAN_PREFIX + "1", 1, 49), ("aten::b", 60, 100), (MARKER_PREFIX + "7", 70, 71)],
+            span_seqs={7: 1})
+    assert c.dispatcher == {7: 2}

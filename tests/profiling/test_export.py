@@ -4,16 +4,18 @@ import hashlib
 import os
 import re
 import socket
+import time
 
 import pytest
 import torch
+from torch.profiler import profile, schedule
 
 from trnscope.isa import neff as neff_format
-from trnscope.profiling import ProfileMode
+from trnscope.profiling import NeuronConfig, NeuronProfiler, ProfileMode, capture
 from trnscope.profiling.export import load_manifest, verify_profile
 from trnscope.profiling.ntff import NtffFormatError, read_header, read_ntff
 
-from .helpers import check_trace_event_format, load_json, profile_once, x_events
+from .helpers import ACTIVITIES, HIDDEN, ROWS, check_trace_event_format, load_json, profile_once, x_events
 
 ALL_MODES = [ProfileMode.DEVICE, ProfileMode.RUNTIME, ProfileMode.CPU_UTIL, ProfileMode.HOST_MEMORY]
 
@@ -125,8 +127,13 @@ def test_system_trace(exported):
     doc = load_json(where / "system_trace.json")
     check_trace_event_format(doc)
     threads = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
-    assert {"neuron_rt/NC:0", "neuron_hw/NC:0", "NC:0/device_to_host_transfers",
-            "NC:0/host_to_device_transfers"} <= threads
+    # lanes only where there is something to show: the core that worked, and of its queue and
+    # transfer lanes only the one used (this window reads one result back, writes nothing)
+    nc_lanes = {t for t in threads if not t.startswith("framework/")}
+    assert {"neuron_rt/NC:0", "neuron_hw/NC:0", "NC:0/device_to_host_transfers"} <= nc_lanes
+    assert "NC:0/host_to_device_transfers" not in nc_lanes
+    assert all(":0" in t for t in nc_lanes), nc_lanes  # no lanes for the seven idle NeuronCores
+    assert doc["neuron"]["neuron_cores"] == [0]
     assert any(t.startswith("framework/TID:") for t in threads)
     hw = x_events(doc, "neuron_hw", "nc_exec_running")
     rt = x_events(doc, "neuron_rt", "nrt_execute")
@@ -329,3 +336,104 @@ def test_a_failed_export_is_marked_incomplete_and_does_not_raise(xw, tmp_path, m
     assert verify_profile(where)[0].startswith("marked incomplete")
     # what was written before the failure is listed and intact
     assert {f["kind"] for f in m["files"]} == {"neff", "ntff"}
+
+
+def _lanes(doc):
+    """(process names, thread names, event count per (pid, tid)) of a Chrome trace."""
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e.get("ph") == "M" and e["name"] == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+               if e.get("ph") == "M" and e["name"] == "thread_name"}
+    counts = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") in ("X", "i"):
+            counts[(e["pid"], e.get("tid"))] = counts.get((e["pid"], e.get("tid")), 0) + 1
+    return procs, threads, counts
+
+
+def test_lanes_only_for_neuroncores_that_worked(tmp_path):
+    """Capture turns recording on for every core of the chip; the traces still only draw the
+    cores that did work (here neuron:1 of 8), with no Kineto "GPU n" placeholder processes."""
+    if torch.neuron.device_count() < 2:
+        pytest.skip("needs a chip with two NeuronCores")
+    x = torch.randn(ROWS, HIDDEN).to("neuron:1")
+    prof, where, _ = profile_once(lambda: x * x + 1, tmp_path)
+    trace = load_json(where / "trace.json")
+    check_trace_event_format(trace)
+    procs, threads, counts = _lanes(trace)
+    host_pid = prof.profiler._trnscope_window.pid
+    device_procs = {pid: name for pid, name in procs.items() if pid != host_pid}
+    assert list(device_procs.values()) == ["neuron:1"], procs
+    (dev_pid,) = device_procs
+    assert counts[(dev_pid, 0)] == 2 and threads[(dev_pid, 0)] == "Stream 0"  # mul, add
+    labels = [e["args"]["labels"] for e in trace["traceEvents"] if e.get("name") == "process_labels"]
+    assert not [lab for lab in labels if lab.startswith("GPU ")], labels
+    assert trace["trnscope"]["active_neuron_cores"] == [1]
+    assert len(trace["trnscope"]["neuron_cores"]) == torch.neuron.device_count()  # all were captured
+
+    system = load_json(where / "system_trace.json")
+    check_trace_event_format(system)
+    _, sthreads, scounts = _lanes(system)
+    nc_lanes = {name: scounts.get(key, 0) for key, name in sthreads.items() if not name.startswith("framework/")}
+    assert nc_lanes == {"neuron_rt/NC:1": 4, "neuron_hw/NC:1": 2}, nc_lanes  # nrt_execute + cache-hit instants
+    assert system["neuron"]["neuron_cores"] == [1]
+    assert load_manifest(where)["window"]["active_neuron_cores"] == [1]
+
+
+def test_lanes_for_neuroncores_selected_explicitly(tmp_path):
+    """capture_enabled_for_nc names cores the user wants to see: an idle one keeps its lanes."""
+    if torch.neuron.device_count() < 3:
+        pytest.skip("needs a chip with three NeuronCores")
+    x = torch.randn(ROWS, HIDDEN).to("neuron:1")
+    cfg = NeuronConfig(profile_output_dir=tmp_path, capture_enabled_for_nc="1-2")
+    # torch.neuron.synchronize() waits for the current NeuronCore (0): wait for neuron:1 itself,
+    # or the execution may still be running when the window closes (and is left out)
+    _, where, _ = profile_once(lambda: (x * x, torch.neuron.synchronize("neuron:1")), None, modes=cfg)
+    procs, _, counts = _lanes(load_json(where / "trace.json"))
+    assert sorted(n for n in procs.values() if n.startswith("neuron:")) == ["neuron:1", "neuron:2"]
+    _, sthreads, scounts = _lanes(load_json(where / "system_trace.json"))
+    hw = {name: scounts.get(key, 0) for key, name in sthreads.items() if name.startswith("neuron_hw/")}
+    assert hw == {"neuron_hw/NC:1": 1, "neuron_hw/NC:2": 0}
+
+
+def test_session_span_is_clipped_to_the_window(xw, tmp_path):
+    """Kineto stamps its session span when it starts, before the window opens; after large
+    numerics its start-up takes milliseconds. The exported trace must not open on that stretch:
+    the span, and with it every event of trace.json, lies within the window."""
+    x, w = xw
+    started = {}
+    kineto_start = capture._ORIG["_start_trace"]
+
+    def slow_kineto_start(self):  # Kineto's start-up made slow, as after tens of MiB of numerics
+        kineto_start(self)
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.02:
+            pass
+        started["done"] = True
+
+    capture._ORIG["_start_trace"] = slow_kineto_start
+    try:
+        cfg = NeuronConfig(profile_output_dir=tmp_path)
+        exporter = NeuronProfiler(cfg)
+        naive(x, w)
+        torch.neuron.synchronize()
+        with profile(activities=ACTIVITIES, experimental_config=cfg, on_trace_ready=exporter.export_trace,
+                     schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
+            for _ in range(2):
+                naive(x, w)
+                torch.neuron.synchronize()
+                prof.step()
+    finally:
+        capture._ORIG["_start_trace"] = kineto_start
+    assert started
+    doc = load_json(exporter.last_export / "trace.json")
+    base, meta = doc["baseTimeNanoseconds"], doc["trnscope"]
+    lo = (meta["window_start_ns"] - base) / 1000.0
+    hi = (meta["window_end_ns"] - base) / 1000.0
+    span = [e for e in doc["traceEvents"] if e.get("cat") == "Trace"]
+    assert span and all(lo - 1e-3 <= e["ts"] and e["ts"] + e["dur"] <= hi + 1e-3 for e in span), (lo, hi, span)
+    timed = [e for e in doc["traceEvents"] if e.get("ph") in ("X", "i") and isinstance(e.get("ts"), (int, float))]
+    assert lo - 1e-3 <= min(e["ts"] for e in timed) and max(e["ts"] + e.get("dur", 0) for e in timed) <= hi + 1e-3
+    # the 20 ms of start-up are outside the window: the window holds the step, not the start-up
+    step = next(e for e in timed if e.get("name", "").startswith("ProfilerStep#"))
+    assert step["ts"] - lo < 20_000, (step, lo, hi)

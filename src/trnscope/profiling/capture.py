@@ -8,8 +8,9 @@ directly) funnel every window through one ``torch.autograd.profiler.profile`` ob
   only calls ``_prepare_trace``). After it, if ``self.experimental_config`` is a
   :class:`~.config.NeuronConfig`, trnscope opens a :class:`Window`: the selected NeuronCores'
   runtimes record executions, the device executor is wrapped so every device call leaves a
-  ``trnscope::dispatch`` span, each recorded execution leaves a ``trnscope::exec#<seq>`` marker
-  (runtime ``on_record`` hook), and host samplers start for CPU_UTIL / HOST_MEMORY.
+  numbered ``trnscope::dispatch#<n>`` span, the runtime's ``on_record`` hook notes the span of
+  each execution (or, for one made outside any span, leaves a ``trnscope::exec#<seq>`` marker),
+  and host samplers start for CPU_UTIL / HOST_MEMORY.
 * ``profile.__exit__()``: the window closes *before* torch's own processing (which synchronises
   the device): executions whose device end lies after the close are in flight and are dropped,
   as the real runtime profiler only sees completed work (warned once per NeuronConfig).
@@ -38,7 +39,7 @@ import torch.autograd.profiler as _autograd_profiler
 
 from .. import runtime
 from .config import NeuronConfig, ProfileMode
-from .correlate import MARKER_PREFIX, SPAN_NAME, ClockMap, epoch_offset_ns
+from .correlate import MARKER_PREFIX, SPAN_PREFIX, ClockMap, epoch_offset_ns
 from .hostsamples import HostSampler
 
 BACKEND = "neuron"
@@ -51,6 +52,7 @@ class NeuronProfilerWarning(UserWarning):
 
 
 _window_ids = itertools.count(1)
+_span_ids = itertools.count(1)  # next() is atomic under the GIL: unique across threads
 _active: "Window | None" = None
 _active_lock = threading.Lock()
 
@@ -80,10 +82,26 @@ _enable_record_function = torch.autograd._enable_record_function
 _tls = threading.local()
 
 
-def _memory_allocated(nc: int) -> int:
-    from ..device import memory
+_memory = None
 
-    return memory.stats(nc).allocated
+
+def _memory_allocated(nc: int) -> int:
+    """Bytes allocated on NeuronCore ``nc`` (the HBM usage sample taken at each execution).
+
+    Read straight from the allocator's live counters: ``memory.stats()`` copies every counter
+    under the allocator's lock, which cost more than the rest of the per-execution hook together
+    (about 9 µs of 15 in the naive-RMSNorm loop). One int attribute read needs no lock under the
+    GIL; racing an allocation on another thread it sees the value before or after, both valid."""
+    global _memory
+    if _memory is None:
+        from ..device import memory
+
+        _memory = memory
+    live = getattr(_memory, "_stats", None)
+    if type(live) is not dict:  # the allocator changed its internals: take the documented path
+        return _memory.stats(nc).allocated
+    st = live.get(nc)
+    return st.allocated if st is not None else 0
 
 
 class _SpanExecutor:
@@ -92,41 +110,49 @@ class _SpanExecutor:
     Inside the span, PyTorch's RecordFunction is switched off for the thread
     (``torch.autograd._enable_record_function``, thread-local): the ATen ops the emulator runs on
     host views would only be recorded to be dropped again, and recording them is most of the
-    profiler's overhead on small ops. The markers of executions made inside are emitted as the
-    span closes (RecordFunction on again, still inside the span, so still inside the op).
+    profiler's overhead on small ops. Each outermost span is numbered
+    (``trnscope::dispatch#<n>``) and the runtime hook notes the span of every execution made
+    inside it (``Window.span_of``): the span is the link from execution to op, so no separate
+    marker event is needed for them (a marker cost as much as the span itself). Calls nested in a
+    span (RecordFunction already off) open none.
 
-    The wrapper's own work (opening and closing the span, the markers) runs in emulation cuts: it
-    is the profiler recording the emulator, which Neuron's runtime does natively, and left on the
-    clock it would add its cost (several µs per call, more right after the emulator's numerics
-    have cooled the caches) to every op's CPU time in the profile. The inner call itself is not
-    cut here: a CPU fallback in it is real host time.
+    The wrapper's own work (opening and closing the span) runs in emulation cuts: it is the
+    profiler recording the emulator, which Neuron's runtime does natively, and left on the clock
+    it would add its cost (several µs per call, more right after the emulator's numerics have
+    cooled the caches) to every op's CPU time in the profile. The inner call itself is not cut
+    here: a CPU fallback in it is real host time.
     """
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, clock=None) -> None:
         self.inner = inner
+        self._cut = (clock or runtime.CLOCK).emulation()  # bound once: this runs per device call
 
     def execute(self, call):
-        clock = runtime.CLOCK
-        span = _RF(SPAN_NAME)
-        with clock.emulation():
-            span.__enter__()
-            depth = getattr(_tls, "depth", 0)
-            _tls.depth = depth + 1
-            if depth == 0:
-                _tls.pending = []
-                _enable_record_function(False)
+        tls = _tls
+        depth = getattr(tls, "depth", 0)
+        if depth:  # nested: RecordFunction is off, the outer span covers it
+            tls.depth = depth + 1
+            try:
+                return self.inner.execute(call)
+            finally:
+                tls.depth = depth
+        cut = self._cut
+        cut.__enter__()
+        n = next(_span_ids)
+        span = _RF(f"{SPAN_PREFIX}{n}")
+        span.__enter__()
+        tls.span = n
+        tls.depth = 1
+        _enable_record_function(False)
+        cut.__exit__()
         try:
             return self.inner.execute(call)
         finally:
-            with clock.emulation():
-                _tls.depth = depth
-                if depth == 0:
-                    _enable_record_function(True)
-                    for seq in _tls.pending:  # markers of the executions made inside, still in the span
-                        with _RF(f"{MARKER_PREFIX}{seq}"):
-                            pass
-                    _tls.pending = []
-                span.__exit__(None, None, None)
+            cut.__enter__()
+            tls.depth = 0
+            _enable_record_function(True)
+            span.__exit__(None, None, None)
+            cut.__exit__()
 
     def synchronize(self, device: int) -> None:
         return self.inner.synchronize(device)
@@ -161,28 +187,33 @@ class Window:
         self.hbm: list[tuple[int, int, int]] = []   # (emulated ns, nc, allocated bytes)
         self.sample_hbm = cfg.has(ProfileMode.RUNTIME)
         self.native_tid: dict[int, int] = {}        # threading.get_ident() -> OS thread id
+        self.span_of: dict[int, int] = {}           # execution seq -> number of its dispatch span
         self.hook_errors: list[str] = []
         self.sampler: HostSampler | None = None
         self.exported: list = []
         self._saved: list[tuple] = []
         self._executor = None
-        self._lock = threading.Lock()
 
     # --- runtime hook (runs on the dispatching thread, inside the op) -----------------------
     def on_record(self, ex) -> None:
-        # recording is the profiler's work, not the user's: cut from the clock like the span's
-        with self.clock.emulation():
+        # recording is the profiler's work, not the user's: cut from the clock like the span's.
+        # The runtime usually calls this from inside its own cut (numerics, simulation), where a
+        # nested cut changes nothing and costs two lock round trips per execution; only calls
+        # made outside one (CPU fallbacks, direct runtime use) need their own.
+        if getattr(self.clock, "_cut_depth", 0):
             self._on_record(ex)
+        else:
+            with self.clock.emulation():
+                self._on_record(ex)
 
     def _on_record(self, ex) -> None:
         try:
-            with self._lock:
-                self.captured.append(ex)
+            self.captured.append(ex)  # list.append is atomic: no lock for the common single-thread case
             if ex.thread not in self.native_tid:
                 self.native_tid[ex.thread] = threading.get_native_id()
-            if getattr(_tls, "depth", 0) > 0:
-                _tls.pending.append(ex.seq)  # RecordFunction is off here: the span emits the marker
-            else:
+            if getattr(_tls, "depth", 0) > 0:  # inside a dispatch span: the span is the link
+                self.span_of[ex.seq] = _tls.span
+            else:  # outside any span (a direct runtime call): a marker inside the op is the link
                 with _RF(f"{MARKER_PREFIX}{ex.seq}"):
                     pass
             if self.sample_hbm:
@@ -190,6 +221,16 @@ class Window:
         except Exception as exc:  # never break the user's op
             if len(self.hook_errors) < 5:
                 self.hook_errors.append(repr(exc))
+
+    def lane_cores(self) -> list[int]:
+        """The NeuronCores the exported traces give lanes: those with work completed in the window,
+        and those ``capture_enabled_for_nc`` names explicitly (an idle core the user asked about is
+        an answer). Capture turns recording on for every core of the chip, so listing
+        :attr:`cores` would draw empty lanes for all eight NeuronCores of a trn2 chip."""
+        used = {r.device for r in self.records}
+        if self.config.nc_set is not None:
+            used.update(self.cores)
+        return sorted(used)
 
     # --- open / close -----------------------------------------------------------------------
     def begin(self) -> None:
@@ -214,7 +255,7 @@ class Window:
             self.cores = selected
             current = dispatch.get_executor()
             if not isinstance(current, _SpanExecutor):
-                self._executor = _SpanExecutor(current)
+                self._executor = _SpanExecutor(current, self.clock)
                 dispatch.set_executor(self._executor)
         if cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY):
             self.sampler = HostSampler(cfg.has(ProfileMode.CPU_UTIL), cfg.has(ProfileMode.HOST_MEMORY))

@@ -7,14 +7,18 @@ events of Kineto's Chrome JSON (for ``trace.json`` and the system trace), so bot
 While a Neuron profiling window is open, trnscope leaves two kinds of zero-cost-to-numerics marks in
 the PyTorch profiler (see :mod:`.capture`):
 
-* ``trnscope::dispatch`` spans around every call into the device (the executor): what happens
+* ``trnscope::dispatch#<n>`` spans around every call into the device (the executor): what happens
   inside is emulator machinery (Python frames, host views, NumPy numerics, simulation) that a real
   NeuronCore backend does in C++ or on the device. It is dropped, together with trnscope's own
   Python frames (``with_stack=True``) and anything recorded wholly inside an emulation cut of the
   clock; whatever of the span's time the clock did not cut (a CPU fallback) stays with the op.
-* ``trnscope::exec#<seq>`` markers, emitted by the runtime's ``on_record`` hook on the thread that
-  dispatched execution ``seq``, inside the op: the nearest kept ancestor of the marker is the op
-  that dispatched it. No clock arithmetic is involved, so the link is exact.
+  The runtime hook notes which span each execution was made in (``span_seqs``: seq -> n), so
+  the nearest kept ancestor of span ``n`` is the op that dispatched those executions.
+* ``trnscope::exec#<seq>`` markers, for executions made outside any span (a direct runtime call),
+  emitted by the ``on_record`` hook on the dispatching thread, inside the op: the nearest kept
+  ancestor of the marker is the op that dispatched it.
+
+Neither link involves clock arithmetic, so both are exact.
 
 Structured-op folding: a functional ATen op on ``neuron`` reaches the device as an allocation
 (``aten::empty``) plus its ``out=`` variant of the same name (a Python PrivateUse1 backend cannot
@@ -30,9 +34,10 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 SPAN_NAME = "trnscope::dispatch"
+SPAN_PREFIX = SPAN_NAME + "#"     # numbered spans: trnscope::dispatch#<n>
 MARKER_PREFIX = "trnscope::exec#"
 ALLOC_OPS = frozenset({"aten::empty", "aten::empty_strided"})
 
@@ -103,12 +108,28 @@ def emulator_functions() -> frozenset[str]:
     return frozenset(out)
 
 
+def _span_number(name: str) -> int | None:
+    """``n`` of a ``trnscope::dispatch#<n>`` span; None for an unnumbered span or anything else."""
+    if name.startswith(SPAN_PREFIX):
+        try:
+            return int(name[len(SPAN_PREFIX):])
+        except ValueError:
+            return None
+    return None
+
+
+def is_span(name: str) -> bool:
+    return name == SPAN_NAME or name.startswith(SPAN_PREFIX)
+
+
 def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], names: Sequence[str],
              python: Sequence[bool], in_cut: Callable[[int, int], bool] | None = None,
-             fold: bool = True, machinery: frozenset[str] = frozenset()) -> Classified:
+             fold: bool = True, machinery: frozenset[str] = frozenset(),
+             span_seqs: Mapping[int, int] | None = None) -> Classified:
     """Classify host events (same clock for all; ``threads`` any hashable lane key).
 
     ``machinery``: extra event names that are emulator machinery (see :func:`emulator_functions`).
+    ``span_seqs``: execution seq -> number of the ``trnscope::dispatch#<n>`` span it was made in.
     """
     n = len(names)
     parent = [-1] * n
@@ -133,13 +154,15 @@ def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], name
     owner = list(range(n))           # nearest non-internal ancestor-or-self
     dispatched = [False] * n         # a kept op that called into the device (holds a span)
     markers: dict[int, int] = {}
+    spans: dict[int, int] = {}       # span number -> event index
     n_internal = 0
     opaque = [False] * n             # a kept frame whose callees are machinery (torch.neuron.synchronize)
     for i in order:                  # parents come before their children in this order
         name = names[i]
         p = parent[i]
         is_marker = name.startswith(MARKER_PREFIX)
-        root = name == SPAN_NAME or name in machinery or (p >= 0 and opaque[p])
+        span = is_span(name)
+        root = span or name in machinery or (p >= 0 and opaque[p])
         if python[i] and not root and is_trnscope_frame(name):
             entry = not (p >= 0 and (internal[p] or (python[p] and is_trnscope_frame(names[p]))))
             if entry and is_public_frame(name):
@@ -150,8 +173,12 @@ def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], name
         if (p >= 0 and internal[p]) or root or is_marker or cut:
             internal[i] = True
             owner[i] = owner[p] if p >= 0 else -1
-            if name == SPAN_NAME and owner[i] >= 0:  # the op called into the device
-                dispatched[owner[i]] = True
+            if span:
+                if owner[i] >= 0:  # the op called into the device
+                    dispatched[owner[i]] = True
+                k = _span_number(name)
+                if k is not None:
+                    spans[k] = i
             if is_marker:
                 try:
                     markers[int(name[len(MARKER_PREFIX):])] = i
@@ -195,6 +222,10 @@ def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], name
                 p = redirect[p] if p in redirect else parent[p]
             final_parent[i] = p
     dispatcher = {seq: (resolve(owner[m]) if owner[m] >= 0 else -1) for seq, m in markers.items()}
+    for seq, k in (span_seqs or {}).items():
+        m = spans.get(k)
+        if m is not None and seq not in dispatcher:
+            dispatcher[seq] = resolve(owner[m]) if owner[m] >= 0 else -1
     return Classified(keep, final_parent, dispatcher, n_internal, len(redirect), markers)
 
 

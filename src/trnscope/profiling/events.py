@@ -38,7 +38,7 @@ def postprocess(window, events: list, trace_start_ns: int) -> list:
     ends = [trace_start_ns + int(round(e.time_range.end * 1000)) for e in host]
     cls = classify([e.thread for e in host], starts, ends, [e.name for e in host],
                    [bool(getattr(e, "is_python_function", False)) for e in host], in_cut=cm.in_cut,
-                   machinery=emulator_functions())
+                   machinery=emulator_functions(), span_seqs=window.span_of)
     origin = cm.emulated(trace_start_ns)
 
     def rel_us(em: int) -> float:

@@ -253,6 +253,7 @@ class NeuronProfiler:
                 "end_ns": w.clockmap.to_epoch(w.close_em if w.close_em is not None else w.start_em),
                 "clock": "emulated",
                 "neuron_cores": w.cores,
+                "active_neuron_cores": w.lane_cores(),
                 "executions": len(w.records),
                 "kernels": sum(1 for r in w.records if r.kind == "kernel"),
                 "missing_in_flight": len(w.missing),

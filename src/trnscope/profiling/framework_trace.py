@@ -66,7 +66,7 @@ class FrameworkView:
         cls = classify([(events[i]["pid"], events[i].get("tid")) for i in host_idx], starts, ends,
                        [events[i].get("name", "") for i in host_idx],
                        [events[i].get("cat") == "python_function" for i in host_idx],
-                       in_cut=cm.in_cut, machinery=emulator_functions())
+                       in_cut=cm.in_cut, machinery=emulator_functions(), span_seqs=window.span_of)
         self.dropped_internal = cls.internal
         self.folded = cls.folded
         drop = set()
@@ -88,11 +88,33 @@ class FrameworkView:
                 t = cm.emulated(a + int(round(float(e.get("dur", 0)) * 1000)))
                 e["dur"] = self.dur(s, t)
             e["ts"] = self.ts(s)
+        self._clip_session_span(events)
         self.events = [e for i, e in enumerate(events) if i not in drop]
         # the op that dispatched each execution (an event dict, already remapped)
         self.dispatch_op = {seq: events[host_idx[k]] for seq, k in cls.dispatcher.items() if k >= 0}
         self.pid = next((e["pid"] for e in self.events if e.get("ph") == "X" and isinstance(e.get("pid"), int)),
                         window.pid)
+
+    def _clip_session_span(self, events: list) -> None:
+        """Kineto's session span (``PyTorch Profiler (0)``, cat ``Trace``) and its ``Iteration
+        Start`` instant are stamped when Kineto starts, before trnscope's window opens, and the
+        span (and the ``Record Window End`` instant) run on through torch's processing after it
+        closes. Kineto's start-up takes from
+        0.2 ms to several ms of host time (longer after large numerics or a garbage collection),
+        so left as is the span makes viewers, which size the timeline by the earliest event,
+        open on a stretch with no events that is not idle device time but the profiler starting
+        (up to 80 % of a short RMSNorm window). Nothing outside the window is recorded, so the
+        span is clipped to it."""
+        w = self.window
+        lo = self.ts(w.start_em)
+        hi = self.ts(w.close_em if w.close_em is not None else w.start_em)
+        for e in events:
+            if e.get("ph") == "X" and e.get("cat") == "Trace":
+                a = min(max(e["ts"], lo), hi)
+                b = max(min(e["ts"] + float(e.get("dur", 0)), hi), a)
+                e["ts"], e["dur"] = a, round(b - a, 3)
+            elif e.get("ph") == "i" and str(e.get("name", "")).startswith(("Iteration Start", "Record Window End")):
+                e["ts"] = min(max(e["ts"], lo), hi)
 
     # --- time axes ---------------------------------------------------------------------------
     def epoch(self, ts_us) -> int:
@@ -119,7 +141,7 @@ class FrameworkView:
         from ..hw import get_spec
 
         spec = get_spec()
-        for nc in sorted({r.device for r in w.records} | set(w.cores)):
+        for nc in w.lane_cores():
             pid = device_pid(w, nc)
             out += [
                 {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"neuron:{nc}"}},
@@ -177,10 +199,14 @@ class FrameworkView:
 
     def document(self, ntff_files: dict | None = None, trace_name: str | None = None) -> dict:
         w = self.window
-        dev_pids = {device_pid(w, nc) for nc in set(w.cores) | {r.device for r in w.records}}
-        # Kineto writes placeholder "GPU n" process metadata for pids 0..n; drop the ones we reuse
-        events = [e for e in self.events
-                  if not (e.get("ph") == "M" and e.get("pid") in dev_pids and e.get("pid") != self.pid)]
+        # Kineto writes placeholder process metadata (labels "GPU <n>") for pids 0..15 whether or
+        # not a device exists; on a Neuron trace they are empty "GPU" lanes. They are dropped, and
+        # the NeuronCores with lanes get their own metadata (device_events).
+        placeholders = {e.get("pid") for e in self.events
+                        if e.get("ph") == "M" and e.get("name") == "process_labels"
+                        and (e.get("args") or {}).get("labels") == f"GPU {e.get('pid')}"}
+        placeholders.discard(self.pid)
+        events = [e for e in self.events if not (e.get("ph") == "M" and e.get("pid") in placeholders)]
         events += self.device_events(ntff_files)
         doc = dict(self.meta)
         if w.capture_device:
@@ -213,6 +239,7 @@ class FrameworkView:
             "window_start_ns": w.clockmap.to_epoch(w.start_em),
             "window_end_ns": w.clockmap.to_epoch(w.close_em if w.close_em is not None else w.start_em),
             "neuron_cores": w.cores,
+            "active_neuron_cores": w.lane_cores(),
             "executions": len(w.records),
             "missing_in_flight": len(w.missing),
             "dropped_emulator_events": self.dropped_internal,

@@ -19,6 +19,10 @@ lane (thread_name)                             events
 ``NC:<n>/device_to_host_transfers``            ``device_to_host`` copies
 =============================================  ==========================================================
 
+Lanes exist for the NeuronCores that completed work in the window, plus any that
+``capture_enabled_for_nc`` names explicitly (``Window.lane_cores``); of a core's lanes, the queue
+and transfer lanes appear only when they hold events.
+
 Counters (``ph: "C"``): ``NC:<n>/hbm_usage`` (bytes and percent of HBM, sampled at each runtime
 call), and with CPU_UTIL / HOST_MEMORY ``host_cpu_util`` (all CPUs) and ``host_memory``.
 
@@ -53,15 +57,7 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
     meta: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"{w.hostname}/PID:{pid}"}},
     ]
-    cores = sorted(set(w.cores) | {r.device for r in w.records})
-    for nc in cores:
-        ids = _lane_ids(nc)
-        for key, name, order in (("rt", f"neuron_rt/NC:{nc}", 10), ("queue", f"neuron_rt/NC:{nc}/exec_queue", 11),
-                                 ("hw", f"neuron_hw/NC:{nc}", 12), ("h2d", f"NC:{nc}/host_to_device_transfers", 13),
-                                 ("d2h", f"NC:{nc}/device_to_host_transfers", 14)):
-            meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": ids[key], "args": {"name": name}})
-            meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": ids[key],
-                         "args": {"sort_index": 1000 + nc * 100 + order}})
+    cores = w.lane_cores()
     framework_tids: set = set()
     emitted_ops: set[int] = set()
     seen_neffs: set[int] = set()
@@ -157,6 +153,19 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
         if op is not None:
             events.append({"ph": "f", "bp": "e", "cat": "neuron_flow", "name": "framework_to_runtime", "id": a,
                            "pid": pid, "tid": lanes["rt"], "ts": ts(r.host_start_ns)})
+    # lanes: runtime and hardware for every NeuronCore with lanes; queue and transfer lanes only
+    # where something happened on them (most cores never wait or copy in a window)
+    used_tids = {e.get("tid") for e in events}
+    for nc in cores:
+        ids = _lane_ids(nc)
+        for key, name, order in (("rt", f"neuron_rt/NC:{nc}", 10), ("queue", f"neuron_rt/NC:{nc}/exec_queue", 11),
+                                 ("hw", f"neuron_hw/NC:{nc}", 12), ("h2d", f"NC:{nc}/host_to_device_transfers", 13),
+                                 ("d2h", f"NC:{nc}/device_to_host_transfers", 14)):
+            if key not in ("rt", "hw") and ids[key] not in used_tids:
+                continue
+            meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": ids[key], "args": {"name": name}})
+            meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": ids[key],
+                         "args": {"sort_index": 1000 + nc * 100 + order}})
     for tid in sorted(framework_tids, key=str):
         meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": f"framework/TID:{tid}"}})
         meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": 100}})
@@ -192,6 +201,7 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
             "instance_id": w.hostname,
             "process_id": w.pid,
             "neuron_cores": cores,
+            "captured_neuron_cores": w.cores,
             "clock": "emulated",
             "window": view.window_metadata(),
             "lanes": {"framework": "framework/TID:<tid>", "runtime": "neuron_rt/NC:<n>",
