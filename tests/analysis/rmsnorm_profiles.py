@@ -36,7 +36,7 @@ def fused(x, w, eps=1e-6):
 
 out = sys.argv[1]
 variants = {"naive": naive, "fused": fused, "compiled": None}
-x = torch.randn(512, 2048).to("neuron")
+x = torch.randn(256, 2048).to("neuron")
 w = torch.randn(2048).to("neuron")
 done = {}
 for name in sys.argv[2:]:

@@ -9,7 +9,7 @@ import pytest
 from trnscope.analysis import (
     NEURON, ProfileAnalysis, Role, TraceCache, diff_profiles, lane_infos, load_profile,
 )
-from trnscope.analysis.gaps import HOST_BOUND
+from trnscope.analysis.gaps import HOST_BOUND, LAUNCH_BOUND
 
 NAIVE_OPS = {"aten::pow": 1, "aten::mean": 1, "aten::add": 1, "aten::rsqrt": 1, "aten::mul": 2}  # op -> NEFFs
 CALLS = 3  # the profiled window runs the function three times
@@ -89,7 +89,9 @@ def test_idle_gaps_add_up_and_name_the_cause(naive):
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9)
     assert idle.busy_ns + idle.host_dispatch_ns + idle.launch_ns + idle.unknown_ns == idle.span_ns
     assert idle.gap_count >= len(NAIVE_OPS) * CALLS  # one lane, an execution after every gap
-    assert idle.regime == HOST_BOUND
+    # dispatch overhead, not the device, sets the pace; whether the host's dispatch or the NEFF launch
+    # latency is the larger part depends on how fast this host runs PyTorch's dispatcher
+    assert idle.regime in (HOST_BOUND, LAUNCH_BOUND)
     assert idle.launch_overhead_share > 0.5
     for gap in idle.largest:
         assert gap.end_ns > gap.start_ns and gap.host_wait_ns + gap.launch_ns <= gap.duration_ns
@@ -102,6 +104,11 @@ def test_recommendations(naive, fused):
     assert 2 <= len(rules) <= 4 and "hbm_bound" in rules
     first = naive.recommendations[0]
     assert "torch.rms_norm" in first.detail and "aten::mul ×6" in first.detail
+    assert "ProfilerStep" not in first.detail  # annotations around the ops are nothing to fuse
+    hbm = next(r for r in naive.recommendations if r.rule == "hbm_bound")
+    listed = {n.neff_id: n for n in naive.device.neffs if n.neff_id in hbm.evidence["neffs"]}
+    # tiny kernels labelled dma/hbm but nowhere near the bandwidth are not "HBM-bound"
+    assert listed and all((n.mbu_percent or 0) >= 40 for n in listed.values())
     assert [r.impact for r in naive.recommendations] == sorted((r.impact for r in naive.recommendations), reverse=True)
     assert "many_small_dispatches" not in [r.rule for r in fused.recommendations]
 
@@ -130,6 +137,7 @@ def test_compiled_graph_is_one_neff_per_call(rmsnorm):
 def test_trace_cache_round_trip(rmsnorm, tmp_path):
     cache = TraceCache(tmp_path / "cache")
     first = load_profile(rmsnorm["naive"], cache=cache)
+    assert cache.wait(timeout=60)  # the entry is written in the background
     second = load_profile(rmsnorm["naive"], cache=cache)
     assert not first.from_cache and second.from_cache
     a, b = ProfileAnalysis(first), ProfileAnalysis(second)

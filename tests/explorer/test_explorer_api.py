@@ -72,7 +72,8 @@ def test_card_summary_ops(client, listing):
     assert card["kind"] == "neuron" and card["headline"]["dispatches"] == 18
     assert card["recommendations"][0]["title"].startswith("Many small dispatches")
     summary = client.get(f"/api/entries/{naive}/summary").json()
-    assert summary["device"]["source"] == "ntff" and summary["idle"]["regime"] == "host-dispatch bound"
+    assert summary["device"]["source"] == "ntff" and summary["idle"]["regime"] in (
+        "host-dispatch bound", "launch-latency bound")
     gap = summary["idle"]["largest"][0]
     assert gap["lane"].startswith("t") and gap["ts"] >= 0 and gap["after_op"].startswith("aten::")
     ops = client.get(f"/api/entries/{naive}/ops").json()

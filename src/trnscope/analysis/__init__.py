@@ -13,7 +13,7 @@
 from .device import DeviceSummary, device_summary
 from .diff import diff_ops, diff_profiles, diff_summaries
 from .gaps import IdleAnalysis, idle_gaps
-from .lanes import Role, lane_infos, track_role
+from .lanes import Role, activity_extent, lane_infos, track_role
 from .ops import OpTable, op_table
 from .profile import KINETO, NEURON, PARQUET, Profile, ProfileError, detect_kind, load_profile
 from .recommend import Recommendation, recommend
@@ -22,7 +22,7 @@ from .trace_cache import TraceCache
 
 __all__ = [
     "DeviceSummary", "IdleAnalysis", "KINETO", "NEURON", "OpTable", "PARQUET", "Profile", "ProfileAnalysis",
-    "ProfileError", "Recommendation", "Role", "TraceCache", "detect_kind", "device_summary", "diff_ops",
+    "ProfileError", "Recommendation", "Role", "TraceCache", "activity_extent", "detect_kind", "device_summary", "diff_ops",
     "diff_profiles", "diff_summaries", "idle_gaps", "lane_infos", "load_profile", "op_table", "recommend",
     "track_role",
 ]

@@ -15,7 +15,7 @@ from .summary import ProfileAnalysis
 
 OP_METRICS = ("calls", "cpu_total_ns", "cpu_self_ns", "device_total_ns", "device_self_ns", "dispatches", "bytes")
 SUMMARY_METRICS = (
-    ("wall_ns", "Wall time (trace span)"),
+    ("wall_ns", "Wall time (recorded activity)"),
     ("device_time_ns", "Device time"),
     ("executions", "Device executions"),
     ("dispatches", "Kernel dispatches"),

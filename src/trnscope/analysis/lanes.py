@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from ..trace import Trace, Track, TrackKind
 
 
@@ -89,3 +91,43 @@ def lane_infos(trace: Trace) -> list[LaneInfo]:
         out.append(LaneInfo(track.id, role, core))
     return out
 
+
+
+def extent(trace: Trace, tracks) -> tuple[int, int] | None:
+    """(first start, last end) in ns of the slices, instants and counter samples on ``tracks``;
+    None when they hold nothing."""
+    wanted = np.zeros(len(trace.tracks), dtype=bool)
+    wanted[np.asarray(sorted(tracks), dtype=np.int64)] = True
+    starts, ends = [], []
+    s = trace.slices
+    if len(s):
+        mine = wanted[s.track]
+        if mine.any():
+            starts.append(int(s.ts_ns[mine].min()))
+            ends.append(int(s.end_ns[mine].max()))
+    i = trace.instants
+    if len(i):
+        mine = wanted[i.track]
+        if mine.any():
+            starts.append(int(i.ts_ns[mine].min()))
+            ends.append(int(i.ts_ns[mine].max()))
+    c = trace.counters
+    if len(c):
+        mine = wanted[c.series_track[c.series]]
+        if mine.any():
+            starts.append(int(c.ts_ns[mine].min()))
+            ends.append(int(c.ts_ns[mine].max()))
+    return (min(starts), max(ends)) if starts else None
+
+
+def activity_extent(trace: Trace) -> tuple[int, int]:
+    """The span of what the program did: every lane but the profiler's own bookkeeping (its
+    session span and markers such as "Record Window End", role OTHER) and the host CPU and memory
+    samples. Those start at the profiler's
+    start, schedule warm-up steps included, and end wherever the profiler stopped, so the whole
+    trace's span can be mostly empty. The whole trace when only bookkeeping is left."""
+    # host CPU and memory counters are sampled for the whole session, busy or not
+    tracks = [info.track for info in lane_infos(trace)
+              if info.role not in (Role.OTHER, Role.CPU_UTIL, Role.HOST_MEMORY)]
+    found = extent(trace, tracks) if tracks else None
+    return found if found is not None else (trace.start_ns, trace.end_ns)

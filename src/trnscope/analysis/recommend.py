@@ -19,6 +19,7 @@ from .ops import OpTable
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SMALL_DMA_BYTES = 32 * 1024  # Neuron's glossary: aim for DMA transfers of at least 32 KiB on average
+HBM_BOUND_MBU_PERCENT = 40.0  # below this share of HBM bandwidth a kernel is not bandwidth-bound
 
 
 @dataclass
@@ -64,7 +65,9 @@ def _many_small_dispatches(trace, ops: OpTable, device: DeviceSummary, idle: Idl
     # as long as an average kernel (the device spends as long waiting as working)
     if share < 1 / 3 or mean_gap < mean_kernel:
         return None
-    top = sorted((o for o in ops.ops if o.dispatches and o.category != "privateuse1_runtime"
+    # the ops that launch the executions themselves (device self time): annotations around them
+    # such as ProfilerStep#N would repeat the same dispatches under a name nobody can fuse
+    top = sorted((o for o in ops.ops if o.dispatches and o.device_self_ns > 0
                   and not o.category.endswith("_runtime")), key=lambda o: -o.dispatches)[:4]
     names = ", ".join(f"{o.name} ×{o.dispatches}" for o in top)
     return Recommendation(
@@ -83,8 +86,12 @@ def _hbm_bound(trace, ops: OpTable, device: DeviceSummary, idle: IdleAnalysis):
     """Kernels limited by HBM bandwidth: time goes to moving data, not computing."""
     if not device.kernel_time_ns:
         return None
-    memory_bound = [n for n in device.neffs if n.bottleneck == "dma/hbm" or (n.mbu_percent or 0) >= 50
-                    and (n.mfu_percent or 0) < 10]
+    # a "dma/hbm" bottleneck only means bandwidth when the kernel gets near it: a tiny kernel
+    # moving a few KiB is labelled dma/hbm too, but its time is DMA fixed cost (MBU ~1%), which
+    # fusing producer and consumer does not change the way this finding says
+    memory_bound = [n for n in device.neffs
+                    if (n.mbu_percent or 0) >= HBM_BOUND_MBU_PERCENT
+                    and (n.bottleneck == "dma/hbm" or (n.mbu_percent or 0) >= 50 and (n.mfu_percent or 0) < 10)]
     time = sum(n.device_time_ns for n in memory_bound)
     share = time / device.kernel_time_ns
     if share < 0.5 or not memory_bound:

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from .device import DeviceSummary, device_summary
 from .gaps import IdleAnalysis, idle_gaps
-from .lanes import Role, lane_infos
+from .lanes import Role, activity_extent, lane_infos
 from .ops import OpTable, op_table
 from .profile import Profile
 from .recommend import Recommendation, recommend
@@ -39,8 +39,10 @@ class ProfileAnalysis:
         device = self.device
         top = next((o for o in self.ops.ops if o.category not in ("privateuse1_runtime", "cuda_runtime")), None)
         roles = {info.role for info in lane_infos(trace)}
+        start, end = activity_extent(trace)
         return {
-            "wall_ns": trace.end_ns - trace.start_ns,
+            # what the program did, not the profiler's session (its warm-up steps and stop marker)
+            "wall_ns": end - start,
             "events": len(trace.slices) + len(trace.instants) + len(trace.counters),
             "host_threads": sum(1 for i in lane_infos(trace) if i.role is Role.HOST_THREAD),
             "device_lanes": sum(1 for i in lane_infos(trace) if i.role is Role.DEVICE_STREAM),

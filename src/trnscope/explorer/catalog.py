@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class Entry:
     size: int
     mtime: float
     manifest: dict = field(default_factory=dict)  # Neuron profiles: what their manifest says
+    name: str = ""  # what the pages call it: short, unique among the entries (set by the catalog)
 
     def describe(self) -> dict:
         return {"id": self.id, "root": self.root, "relpath": self.relpath, "name": self.display_name,
@@ -49,10 +51,34 @@ class Entry:
 
     @property
     def display_name(self) -> str:
+        return self.name or self.long_name
+
+    @property
+    def long_name(self) -> str:
         if self.kind == NEURON:
             parts = Path(self.relpath).parts
             return "/".join(parts[-3:]) if parts and self.relpath != "." else self.path.name
         return self.path.name
+
+    @property
+    def short_name(self) -> str:
+        """A Neuron profile directory is <out>/<host>_pid_<pid>/<timestamp>: the folder the user
+        chose (``naive``, ``runs/fused``) says which run it is, the rest is the same for every run.
+        Other entries: the file or folder name."""
+        if self.kind == NEURON:
+            parts = Path(self.relpath).parts if self.relpath != "." else ()
+            if len(parts) >= 3 and _PID_DIR.fullmatch(parts[-2]) and _STAMP_DIR.fullmatch(parts[-1]):
+                return "/".join(parts[:-2])
+        return self.long_name
+
+    @property
+    def stamp(self) -> str:
+        """The recording time a profile directory is named by, readable ("" when it has none)."""
+        match = _STAMP_DIR.fullmatch(self.path.name) if self.kind == NEURON else None
+        if not match:
+            return ""
+        d, t = match.group(1), match.group(2)
+        return f"{d[:4]}-{d[4:6]}-{d[6:]} {t[:2]}:{t[2:4]}:{t[4:]}"
 
 
 class Catalog:
@@ -97,6 +123,7 @@ class Catalog:
                 entry = self._entry(index, root, path, kind)
                 if entry is not None:
                     found[entry.id] = entry
+        _name(found.values())
         return found
 
     def _walk(self, root: Path):
@@ -221,3 +248,30 @@ def _looks_like_trace(path: Path) -> bool:
     except (OSError, EOFError):
         return name.endswith(".json.gz")  # a damaged archive: list it, so opening it explains the damage
     return b'"traceEvents"' in head or (head.lstrip()[:1] == b"[" and b'"ph"' in head)
+
+
+_PID_DIR = re.compile(r".+_pid_\d+")
+_STAMP_DIR = re.compile(r"(\d{8})_(\d{6})(?:_\d+)?")
+
+
+def _name(entries) -> None:
+    """Short names where they are unique; runs sharing one get their recording time added, and
+    anything still ambiguous keeps its longer path."""
+    entries = list(entries)
+    groups: dict[str, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.short_name, []).append(entry)
+    for short, members in groups.items():
+        for entry in members:
+            if len(members) == 1:
+                entry.name = short
+            elif entry.stamp:
+                entry.name = f"{short} · {entry.stamp}" if short else entry.stamp
+            else:
+                entry.name = entry.long_name if entry.long_name != short else entry.relpath
+    taken: dict[str, int] = {}
+    for entry in entries:
+        taken[entry.name] = taken.get(entry.name, 0) + 1
+    for entry in entries:
+        if taken[entry.name] > 1:
+            entry.name = entry.relpath

@@ -123,7 +123,13 @@ def system_layout(trace: Trace, neuron: bool) -> Layout:
     runtime = runtime_tracks(trace)
     lanes: list[Lane] = []
     runtime_title = "Runtime API"
-    for info, track in zip(lane_infos(trace), trace.tracks):
+    infos = lane_infos(trace)
+    # NeuronCores that did something: an idle core's hardware lane stays (empty) beside its busy
+    # runtime lane, where it says "submitted, never ran"; a core nothing ran on gets no lanes
+    working = {info.neuron_core for info, track in zip(infos, trace.tracks)
+               if info.neuron_core is not None and track.kind is not TrackKind.COUNTER
+               and (depths[track.id] > 0 or _has_instants(trace, track.id))}
+    for info, track in zip(infos, trace.tracks):
         role = info.role
         depth = int(max(1, depths[track.id]))
         if track.kind is TrackKind.COUNTER:
@@ -133,8 +139,9 @@ def system_layout(trace: Trace, neuron: bool) -> Layout:
                               subtitle=", ".join(s["name"] for s in mine), series=mine, role=role.value,
                               neuron_core=info.neuron_core))
             continue
-        if depths[track.id] == 0 and not _has_instants(trace, track.id) and role is not Role.NEURON_HW:
-            continue  # empty lanes (e.g. a transfer direction never used) only take space
+        if depths[track.id] == 0 and not _has_instants(trace, track.id) and not (
+                role is Role.NEURON_HW and info.neuron_core in working):
+            continue  # empty lanes (e.g. a transfer direction never used, an idle core) only take space
         group, title, subtitle = _slice_lane_names(track, role, neuron)
         lanes.append(Lane(f"t{track.id}", SLICES, track.id, title, group, subtitle=subtitle, depth=depth,
                           role=role.value, neuron_core=info.neuron_core))

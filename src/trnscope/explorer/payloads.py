@@ -15,7 +15,7 @@ def card(session: Session) -> dict:
     analysis = session.analysis
     return {
         "id": session.entry.id,
-        "name": session.profile.name,
+        "name": session.entry.display_name,
         "kind": session.profile.kind,
         "headline": analysis.headline(),
         "recommendations": [{"severity": r.severity, "title": r.title} for r in analysis.recommendations],
@@ -29,7 +29,7 @@ def summary(session: Session) -> dict:
     view = session.system
     out = analysis.to_dict()
     out["id"] = session.entry.id
-    out["name"] = session.profile.name
+    out["name"] = session.entry.display_name
     out["kind"] = session.profile.kind
     for gap in out["idle"]["largest"]:
         gap["ts"] = gap.pop("start_ns") - view.origin
@@ -65,7 +65,7 @@ def ops(session: Session) -> dict:
     for row in table["ops"]:
         row["first_ts"] = view.slice_summary(row["first_row"])["ts"] if row["first_row"] >= 0 else None
     table["kind"] = session.profile.kind
-    table["name"] = session.profile.name
+    table["name"] = session.entry.display_name
     return table
 
 
@@ -79,6 +79,8 @@ def compare(base: Session, test: Session) -> dict:
     out = diff_profiles(base.analysis, test.analysis)
     out["base"]["id"] = base.entry.id
     out["test"]["id"] = test.entry.id
+    out["base"]["name"] = base.entry.display_name
+    out["test"]["name"] = test.entry.display_name
     out["base"]["recommendations"] = [r.title for r in base.analysis.recommendations]
     out["test"]["recommendations"] = [r.title for r in test.analysis.recommendations]
     return out

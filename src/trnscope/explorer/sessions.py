@@ -41,7 +41,7 @@ class Session:
     def system(self) -> SystemView:
         with self._lock:
             if self._system is None:
-                self._system = SystemView(self.profile)
+                self._system = SystemView(self.profile, name=self.entry.display_name)
             return self._system
 
     def device(self, neff_id: str, nc: int) -> DeviceView:

@@ -10,13 +10,14 @@ from .views import TimelineView
 
 
 class SystemView(TimelineView):
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, name: str | None = None) -> None:
         super().__init__(profile.trace, system_layout(profile.trace, neuron=profile.kind == NEURON))
         self.profile = profile
+        self.name = name or profile.name
         self._executions: dict[int, int] | None = None
 
     def describe(self) -> dict:
-        return {**super().describe(), "kind": self.profile.kind, "name": self.profile.name}
+        return {**super().describe(), "kind": self.profile.kind, "name": self.name}
 
     def extra_details(self, row: int, details: dict) -> dict:
         rows = [row] + [item["row"] for item in details["downstream"]] + [item["row"] for item in details["upstream"]]

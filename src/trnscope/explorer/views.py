@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from ..analysis.lanes import RUNTIME_CATEGORIES
+from ..analysis.lanes import RUNTIME_CATEGORIES, extent
 from ..trace import Trace
 from .details import slice_details
 from .layout import COUNTER, Layout, Lane
@@ -42,24 +42,35 @@ class TimelineView:
         # the trace and its layout never change: worked out once (the span scans every event)
         if self._described is None:
             trace = self.trace
+            start = trace.start_ns - self.origin if len(trace.slices) or len(trace.counters) else 0
+            end = trace.end_ns - self.origin
+            # the window a view opens on (and "Fit" returns to): what the expanded lanes hold. The
+            # collapsed groups are the profiler's bookkeeping, whose session span starts with the
+            # schedule's warm-up steps and whose stop marker can lie far after the last event
+            # Counters are left out too: host CPU and memory are sampled for the whole session.
+            collapsed = {g.id for g in self.layout.groups if g.collapsed}
+            shown = extent(trace, {lane.track for lane in self.layout.lanes
+                                   if lane.group not in collapsed and lane.kind != COUNTER})
+            focus = (shown[0] - self.origin, shown[1] - self.origin) if shown else (start, end)
             self._described = {
                 "origin_ns": str(self.origin),
-                "start": trace.start_ns - self.origin if len(trace.slices) or len(trace.counters) else 0,
-                "end": trace.end_ns - self.origin,
+                "start": start,
+                "end": end,
+                "focus_start": focus[0],
+                "focus_end": focus[1],
                 **self.layout.to_dict(),
             }
         return dict(self._described)
 
     def initial_lod(self, px: int) -> dict:
-        """What the browser draws first: the whole trace (with the 1% margin the timeline shows
+        """What the browser draws first: the focus window (with the 1% margin the timeline shows
         around it) at ``px`` pixels, for the lanes of groups shown expanded. Sent with the layout,
-        it saves the first page load a round trip; nothing lies outside the trace, so unlike later
-        requests it needs no padding."""
+        it saves the first page load a round trip."""
         layout = self.describe()
-        span = max(layout["end"] - layout["start"], 1000)
+        span = max(layout["focus_end"] - layout["focus_start"], 1000)
         shown = {g.id for g in self.layout.groups if not g.collapsed}
         lanes = [lane.id for lane in self.layout.lanes if lane.group in shown]
-        return self.lod(layout["start"] - span * 0.01, layout["end"] + span * 0.01, px, lanes)
+        return self.lod(layout["focus_start"] - span * 0.01, layout["focus_end"] + span * 0.01, px, lanes)
 
     # --- level of detail ---------------------------------------------------------------------
 

@@ -25,8 +25,9 @@ export function colorFor(text) {
   color = SPECIAL.get(key);
   if (!color) {
     let h = 2166136261;
-    // names differing only in a trailing shape suffix (mul.Tensor_1024x2048) share the op's colour
-    const stem = key.replace(/[_.][0-9x_]+$/, "");
+    // names differing only in a trailing shape suffix (mul.Tensor_1024x2048) or a step number
+    // (ProfilerStep#1, #2) share one colour: a new colour per step reads as a different kind of span
+    const stem = key.replace(/[_.][0-9x_]+$/, "").replace(/#\d+$/, "");
     for (let i = 0; i < stem.length; i++) { h ^= stem.charCodeAt(i); h = Math.imul(h, 16777619); }
     color = PALETTE[(h >>> 0) % PALETTE.length];
   }

@@ -60,6 +60,8 @@ export function escapeHtml(text) {
 }
 
 // el("div.card.error", {title: "x", onclick: fn}, child, "text", ...)
+// Children may be arrays nested to any depth (a map returning [separator, node] pairs): an array
+// left unflattened would be appended as its string, e.g. a link's href.
 export function el(spec, attrs = {}, ...children) {
   const [tag, ...classes] = spec.split(".");
   const node = document.createElement(tag || "div");
@@ -71,7 +73,7 @@ export function el(spec, attrs = {}, ...children) {
     else if (key === "dataset") Object.assign(node.dataset, value);
     else node.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -86,7 +88,7 @@ export function clear(node) {
 // Replace a node's children; null/undefined/false children are skipped (unlike Node.append).
 export function fill(node, ...children) {
   clear(node);
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child);
   }

@@ -228,12 +228,18 @@ function drawCounter(ctx, f, lane, data, y, h) {
     if (index === 0) ctx.fill();
     ctx.stroke();
   });
-  ctx.fillStyle = "#7b8794";
   ctx.font = SMALL;
   const top = series[0];
   // usage counters also carry their share of capacity: the headline a reader looks for
   const share = (lane.series || []).find((s) => s.name === "percent" && s !== top);
-  if (top) ctx.fillText(`max ${formatValue(top.max, top.name)}${share ? ` (${formatValue(share.max, "percent")} of capacity)` : ""}`, LABEL_W + 4, y + 8);
+  if (top) {
+    const label = `max ${formatValue(top.max, top.name)}${share ? ` (${formatValue(share.max, "percent")} of capacity)` : ""}`;
+    // the peak reaches the top of the row, under the label: a backing keeps the label readable
+    ctx.fillStyle = "rgba(255, 255, 255, 0.85)";
+    ctx.fillRect(LABEL_W + 2, y + 2, ctx.measureText(label).width + 4, 12);
+    ctx.fillStyle = "#52606d";
+    ctx.fillText(label, LABEL_W + 4, y + 8);
+  }
   ctx.font = FONT;
 }
 

@@ -47,7 +47,7 @@ export class Timeline {
     this.toolbar = el("div.tl-toolbar", {},
       button("−", "Zoom out (S)", () => this.zoomBy(1.6)),
       button("+", "Zoom in (W)", () => this.zoomBy(1 / 1.6)),
-      button("Fit", "Show the whole trace", () => this.fit()),
+      button("Fit", "Show all recorded activity", () => this.fit()),
       el("span.tl-help", {}, "wheel: zoom · drag: pan · shift+drag: select range · W/A/S/D · click: details · Esc: clear"),
       this.status);
     this.root = el("div.timeline", { tabindex: "0" }, this.toolbar, this.scroller, this.tooltip);
@@ -66,11 +66,10 @@ export class Timeline {
     performance.mark("trnscope:layout-received");
     for (const g of this.layout.groups) if (g.collapsed) this.collapsed.add(g.id);
     this.relayout();
-    const span = Math.max(this.layout.end - this.layout.start, 1000);
-    const pad = span * 0.01;
-    this.t0 = initial.t0 ?? this.layout.start - pad;
-    this.t1 = initial.t1 ?? this.layout.end + pad;
-    if (!(this.t1 > this.t0)) [this.t0, this.t1] = [this.layout.start - pad, this.layout.end + pad];
+    const [f0, f1] = this.focusWindow();
+    this.t0 = initial.t0 ?? f0;
+    this.t1 = initial.t1 ?? f1;
+    if (!(this.t1 > this.t0)) [this.t0, this.t1] = [f0, f1];
     const first = this.layout.initial_lod;
     if (first) {
       delete this.layout.initial_lod;
@@ -163,9 +162,17 @@ export class Timeline {
     this.setWindow(this.t0 + dt, this.t1 + dt);
   }
 
+  // What the program did (the server leaves out the profiler's own session span and markers,
+  // which can make most of the trace's span empty), with a 1% margin.
+  focusWindow() {
+    const start = this.layout.focus_start ?? this.layout.start;
+    const end = this.layout.focus_end ?? this.layout.end;
+    const pad = Math.max(end - start, 1000) * 0.01;
+    return [start - pad, end + pad];
+  }
+
   fit() {
-    const span = Math.max(this.layout.end - this.layout.start, 1000);
-    this.setWindow(this.layout.start - span * 0.01, this.layout.end + span * 0.01);
+    this.setWindow(...this.focusWindow());
   }
 
   focus(item, { select = true } = {}) {

@@ -1,5 +1,5 @@
 // Compare two profiles: headline deltas, operators aligned by name (added, removed, changed) and
-// the two timelines stacked with one synchronised window (each measured from its own start).
+// the two timelines stacked with one synchronised window (each measured from the start of its activity).
 
 import { api } from "../api.js";
 import { el, fmtBytes, fmtCount, fmtPct, fmtPercentValue, fmtRatio, fmtSigned, fmtTime, fill } from "../format.js";
@@ -14,6 +14,12 @@ const FORMAT = {
   mfu_percent: (v) => fmtPercentValue(v), mbu_percent: (v) => fmtPercentValue(v),
 };
 
+// A difference of two percentages is in percentage points: "+2.3%" would read as a relative change.
+const points = (fraction) => (v) => `${(v * (fraction ? 100 : 1)).toFixed(1)} pp`;
+const DELTA_FORMAT = {
+  busy_share: points(true), launch_overhead_share: points(true), mfu_percent: points(false), mbu_percent: points(false),
+};
+
 export async function compareView(main, { base, test }) {
   fill(main, loading("Comparing…"));
   let listing;
@@ -21,7 +27,7 @@ export async function compareView(main, { base, test }) {
   const pickers = el("div.toolbar", {}, picker("Base", base, listing, (v) => go(`#/compare/${v}/${test || ""}`)),
     el("span", {}, "vs"), picker("Test", test, listing, (v) => go(`#/compare/${base || ""}/${v}`)));
   const head = el("div.page-head", {}, el("div", {}, el("h1", {}, "Compare profiles"),
-    el("p.muted", {}, "Deltas are test − base; a ratio below 1× means the test is smaller.")), pickers);
+    el("p.muted", {}, "Deltas are test − base (pp: percentage points); a ratio below 1× means the test is smaller.")), pickers);
   if (!base || !test) {
     fill(main, head, el("p.muted", {}, "Pick a base and a test profile."));
     return {};
@@ -37,7 +43,7 @@ export async function compareView(main, { base, test }) {
       return el(`tr${better === null ? "" : better ? ".better" : ".worse"}`, { "data-key": row.key },
         el("td", {}, row.label), el("td.right", {}, row.base === null ? "–" : f(row.base)),
         el("td.right", {}, row.test === null ? "–" : f(row.test)),
-        el("td.right.delta", {}, row.delta === null ? "–" : fmtSigned(row.delta, f)),
+        el("td.right.delta", {}, row.delta === null ? "–" : fmtSigned(row.delta, DELTA_FORMAT[row.key] || f)),
         el("td.right", {}, fmtRatio(row.ratio)));
     })));
 
@@ -71,10 +77,17 @@ export async function compareView(main, { base, test }) {
   fill(main, head,
     el("section", {}, el("h2", {}, "Summary"), summary, recs),
     el("section", {}, el("div.section-head", {}, el("h2", {}, "Operators"), filter), el("div.table-wrap", {}, ops.node)),
-    el("section", {}, el("h2", {}, "Timelines (synchronised, each from its own start)"),
+    el("section", {}, el("h2", {}, "Timelines (synchronised, each from the start of its recorded activity)"),
       el("h4", {}, `Base: ${data.base.name}`), stackA, el("h4", {}, `Test: ${data.test.name}`), stackB));
   const timelines = [];
-  const sync = (from) => (t0, t1) => { for (const t of timelines) if (t !== from) t.setWindow(t0, t1, { silent: true }); };
+  // each timeline is measured from the start of its own recorded activity, so the first steps line up
+  const sync = (from) => (t0, t1) => {
+    for (const t of timelines) {
+      if (t === from) continue;
+      const shift = t.layout.focus_start - from.layout.focus_start;
+      t.setWindow(t0 + shift, t1 + shift, { silent: true });
+    }
+  };
   const a = new Timeline(stackA, api.source(base), {});
   const b = new Timeline(stackB, api.source(test), {});
   a.options.onWindow = sync(a);
@@ -82,8 +95,8 @@ export async function compareView(main, { base, test }) {
   timelines.push(a, b);
   try {
     const [la, lb] = await Promise.all([a.init(), b.init()]);
-    const end = Math.max(la.end, lb.end);
-    a.setWindow(-end * 0.01, end * 1.01);
+    const span = Math.max(la.focus_end - la.focus_start, lb.focus_end - lb.focus_start, 1000);
+    a.setWindow(la.focus_start - span * 0.01, la.focus_start + span * 1.01);
   } catch (err) {
     stackA.append(errorPanel(err, { title: "Timeline unavailable" }));
   }

@@ -8,19 +8,18 @@ import { el, fmtBytes, fmtCount, fmtPercentValue, fmtTime, fill } from "../forma
 import { Timeline } from "../timeline/timeline.js";
 import { renderDetails, renderSelection } from "../widgets/details.js";
 import { errorPanel, systemHash } from "./common.js";
-import { enableSplitter } from "./system.js";
+import { enableSplitter, showInPane } from "./system.js";
 
 export async function deviceView(main, { id, neff, nc, query }) {
   const info = el("div.device-info");
-  const pane = el("div.details-pane", {}, el("p.muted", {}, "Click an instruction for its operands and dependencies."));
+  const pane = el("div.details-pane.idle", {}, el("p.muted", {}, "Click an instruction for its operands and dependencies."));
   const host = el("div.timeline-host");
   const page = el("div.trace-page", {}, info, host, el("div.splitter"), pane);
   fill(main, page);
   const timeline = new Timeline(host, api.source(id, { neff, nc: Number(nc) }), {
-    onSelect: (details) => fill(pane, details ? renderDetails(details, { onJump: (item) => timeline.focus(item) })
-      : el("p.muted", {}, "Nothing selected.")),
-    onRange: (summary) => { if (summary) fill(pane, renderSelection(summary)); },
-    onError: (err) => fill(pane, errorPanel(err, { title: "Request failed" })),
+    onSelect: (details) => showInPane(pane, details ? renderDetails(details, { onJump: (item) => timeline.focus(item) }) : null),
+    onRange: (summary) => { if (summary) showInPane(pane, renderSelection(summary)); },
+    onError: (err) => showInPane(pane, errorPanel(err, { title: "Request failed" })),
   });
   let layout;
   try {

@@ -8,7 +8,7 @@ import { renderDetails, renderSelection } from "../widgets/details.js";
 import { deviceHash, errorPanel, go, replaceQuery } from "./common.js";
 
 export async function systemView(main, { id, query }) {
-  const pane = el("div.details-pane", {}, el("p.muted", {}, "Click a slice for its details and dependency chain; "
+  const pane = el("div.details-pane.idle", {}, el("p.muted", {}, "Click a slice for its details and dependency chain; "
     + "shift+drag to summarise a time range."));
   const host = el("div.timeline-host");
   const page = el("div.trace-page", {}, host, el("div.splitter"), pane);
@@ -25,13 +25,13 @@ export async function systemView(main, { id, query }) {
     onSelect: (details) => {
       state.row = details ? details.row : null;
       syncUrl();
-      fill(pane, details ? renderDetails(details, {
+      showInPane(pane, details ? renderDetails(details, {
         onJump: (item) => timeline.focus(item),
         onDevice: (link) => go(deviceHash(id, link)),
-      }) : el("p.muted", {}, "Nothing selected."));
+      }) : null);
     },
-    onRange: (summary) => { if (summary) fill(pane, renderSelection(summary)); },
-    onError: (err) => fill(pane, errorPanel(err, { title: "Request failed" })),
+    onRange: (summary) => { if (summary) showInPane(pane, renderSelection(summary)); },
+    onError: (err) => showInPane(pane, errorPanel(err, { title: "Request failed" })),
   });
   try {
     await timeline.init({ t0: num(query.t0), t1: num(query.t1) });
@@ -51,6 +51,12 @@ function num(value) {
   return Number.isFinite(n) ? n : undefined;
 }
 
+// The pane under a timeline: compact while it only holds a hint, its full height with content.
+export function showInPane(pane, content) {
+  pane.classList.toggle("idle", !content);
+  fill(pane, content || el("p.muted", {}, "Nothing selected."));
+}
+
 export function enableSplitter(page) {
   const splitter = page.querySelector(".splitter");
   const pane = page.querySelector(".details-pane");
@@ -59,6 +65,7 @@ export function enableSplitter(page) {
     e.preventDefault();
     const startY = e.clientY;
     const start = pane.getBoundingClientRect().height;
+    pane.classList.remove("idle"); // a height the user drags to is kept
     const move = (ev) => { pane.style.height = `${Math.max(80, start - (ev.clientY - startY))}px`; };
     const up = () => { window.removeEventListener("mousemove", move); window.removeEventListener("mouseup", up); };
     window.addEventListener("mousemove", move);
