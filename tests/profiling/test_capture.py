@@ -326,3 +326,29 @@ def test_hbm_sample_reads_the_allocator_counters():
         assert _memory_allocated(nc) == memory.stats(nc).allocated >= before + (1 << 20)
         del t
         assert _memory_allocated(nc) == memory.stats(nc).allocated
+
+
+def test_host_fallback_time_stays_with_the_op(tmp_path, monkeypatch):
+    """An op with no kernel runs on the host outside the emulation cut, inside its dispatch span:
+    the fallback's real host time is the op's CPU time, and its execution is linked to the op."""
+    import time
+
+    x = torch.randn(8, 64).to("neuron")
+    sleep_s = 0.02
+    orig = runtime.NeuronCoreRuntime.fallback
+
+    def slow(self, op, compute):
+        def work():
+            time.sleep(sleep_s)
+            return compute()
+        return orig(self, op, work)
+
+    monkeypatch.setattr(runtime.NeuronCoreRuntime, "fallback", slow)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof, _, _ = profile_once(lambda: torch.digamma(x), tmp_path)
+    ops = [e for e in prof.events() if e.name == "aten::digamma" and e.device_type == DeviceType.CPU]
+    assert ops and max(e.cpu_time_total for e in ops) >= sleep_s * 1e6
+    window = prof.profiler._trnscope_window
+    fb = [r for r in window.records if r.kind == "fallback" and "digamma" in r.op]
+    assert fb and all(r.seq in window.span_of for r in fb)

@@ -139,6 +139,19 @@ def _functional_name(op) -> str:
     return hit[1]
 
 
+class HostFallback:
+    """An op :meth:`RuntimeExecutor.serve` has no kernel for: it really runs on the host CPU,
+    which costs real host time, so :meth:`run` must be called outside the emulation cut."""
+
+    __slots__ = ("executor", "call", "core", "name")
+
+    def __init__(self, executor: "RuntimeExecutor", call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> None:
+        self.executor, self.call, self.core, self.name = executor, call, core, name
+
+    def run(self) -> Any:
+        return self.executor._fallback(self.call, self.core, self.name)
+
+
 class RuntimeExecutor:
     def __init__(self) -> None:
         self._warned: set[str] = set()
@@ -146,26 +159,34 @@ class RuntimeExecutor:
         self.fallbacks: dict[str, int] = {}
 
     def execute(self, call: OpCall) -> Any:
-        kind = call.kind
         # Everything trnscope itself does to serve an op is emulator work, cut from host time: host
         # time is what PyTorch and the user's program spend. Transfers and host waits still advance
         # the clock (wait_until works inside a cut); a NEFF's launch cost is on the device side.
         with _CUT:
-            if kind is OpKind.COMPUTE:
-                name = _functional_name(call.op)
-                if has_lowering(name):
-                    return self._kernel_cut(call, runtime.core(_device_index(call)), name)
-            elif kind is OpKind.COPY:
-                return self._copy(call, runtime.core(_device_index(call)))
-            elif kind is OpKind.READ_SCALAR:
-                core = runtime.core(_device_index(call))
-                core.synchronize()
-                return core.copy("d2h", 8, call.run_on_host, op=call.name)
-            else:  # ALLOC, VIEW, METADATA: host bookkeeping
-                return call.run_on_host()
+            result = self.serve(call)
+        if type(result) is HostFallback:
+            return result.run()
+        return result
+
+    def serve(self, call: OpCall) -> Any:
+        """The emulator-work part of :meth:`execute`; the caller holds ``runtime.CLOCK``'s
+        emulation cut. Returns the op's result, or a :class:`HostFallback` for an op with no
+        kernel, which the caller runs outside the cut. The profiler's dispatch span calls this
+        inside its own cut, so a profiled call crosses one cut instead of two."""
+        kind = call.kind
+        if kind is OpKind.COMPUTE:
+            name = _functional_name(call.op)
+            if has_lowering(name):
+                return self._kernel_cut(call, runtime.core(_device_index(call)), name)
+        elif kind is OpKind.COPY:
+            return self._copy(call, runtime.core(_device_index(call)))
+        elif kind is OpKind.READ_SCALAR:
             core = runtime.core(_device_index(call))
-        # no kernel: the op really runs on the host CPU, which costs real host time
-        return self._fallback(call, core, name)
+            core.synchronize()
+            return core.copy("d2h", 8, call.run_on_host, op=call.name)
+        else:  # ALLOC, VIEW, METADATA: host bookkeeping
+            return call.run_on_host()
+        return HostFallback(self, call, runtime.core(_device_index(call)), name)
 
     def _kernel_cut(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:
         # numbers first (on host views), then the kernel for the actual outputs: emulator work

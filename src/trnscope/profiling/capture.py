@@ -38,6 +38,7 @@ import torch
 import torch.autograd.profiler as _autograd_profiler
 
 from .. import runtime
+from ..device.runtime_bridge import HostFallback as _HostFallback
 from .config import NeuronConfig, ProfileMode
 from .correlate import MARKER_PREFIX, SPAN_PREFIX, ClockMap, epoch_offset_ns
 from .hostsamples import HostSampler
@@ -119,13 +120,22 @@ class _SpanExecutor:
     The wrapper's own work (opening and closing the span) runs in emulation cuts: it is the
     profiler recording the emulator, which Neuron's runtime does natively, and left on the clock
     it would add its cost (several µs per call, more right after the emulator's numerics have
-    cooled the caches) to every op's CPU time in the profile. The inner call itself is not cut
-    here: a CPU fallback in it is real host time.
+    cooled the caches) to every op's CPU time in the profile. With the runtime bridge the span
+    opens and closes inside the cut the bridge serves the call in; a CPU fallback leaves that cut,
+    since it is real host time. Any other inner executor is called between two cuts of the span's
+    own and cuts what it must itself.
     """
 
     def __init__(self, inner, clock=None) -> None:
         self.inner = inner
-        self._cut = (clock or runtime.CLOCK).emulation()  # bound once: this runs per device call
+        clock = clock or runtime.CLOCK
+        self._cut = clock.emulation()  # bound once: this runs per device call
+        # The runtime bridge serves a call inside runtime.CLOCK's cut (``serve``): opening and
+        # closing the span inside that same cut saves two of the four cut crossings per call
+        # (each takes the clock's lock and may append to its history). Any other executor, or
+        # another clock, takes the general path.
+        serve = getattr(inner, "serve", None)
+        self._serve = serve if callable(serve) and clock is runtime.CLOCK else None
 
     def execute(self, call):
         tls = _tls
@@ -136,6 +146,38 @@ class _SpanExecutor:
                 return self.inner.execute(call)
             finally:
                 tls.depth = depth
+        serve = self._serve
+        if serve is None:
+            return self._execute_apart(call)
+        cut = self._cut
+        cut.__enter__()
+        try:
+            n = next(_span_ids)
+            span = _RF(f"{SPAN_PREFIX}{n}")
+            span.__enter__()
+            tls.span = n
+            tls.depth = 1
+            _enable_record_function(False)
+            try:
+                result = serve(call)
+                if type(result) is _HostFallback:  # the op runs on the host CPU: real host time
+                    cut.__exit__()
+                    try:
+                        result = result.run()
+                    finally:
+                        cut.__enter__()
+                return result
+            finally:
+                tls.depth = 0
+                _enable_record_function(True)
+                span.__exit__(None, None, None)
+        finally:
+            cut.__exit__()
+
+    def _execute_apart(self, call):
+        """The span around an executor that cuts its own work: the span's edges in cuts of their
+        own, the inner call between them."""
+        tls = _tls
         cut = self._cut
         cut.__enter__()
         n = next(_span_ids)

@@ -57,7 +57,15 @@ class EmulatedClock:
         return self._holds > 0
 
     def now(self) -> int:
-        return self.to_emulated(time.perf_counter_ns())
+        # the runtime asks several times per execution, mostly inside a cut or after the last
+        # entry: answered here without to_emulated's call and search
+        with self._lock:
+            if self._cut_depth:
+                return self._cut_start + self._offset[-1]
+            real = time.perf_counter_ns()
+            if real >= self._real[-1]:
+                return real + self._offset[-1]
+        return self.to_emulated(real)
 
     def to_emulated(self, real_ns: int) -> int:
         with self._lock:
@@ -83,23 +91,6 @@ class EmulatedClock:
         A plain object with ``__enter__``/``__exit__`` rather than a generator context manager:
         every device op enters one, so its own cost is part of the per-op overhead."""
         return self._cut
-
-    def _enter_cut(self) -> None:
-        with self._lock:
-            self._cut_depth += 1
-            if self._cut_depth == 1:
-                self._cut_kept = self._holds > 0
-                self._cut_start = time.perf_counter_ns()
-
-    def _exit_cut(self) -> None:
-        with self._lock:
-            self._cut_depth -= 1
-            if self._cut_depth == 0:
-                end = time.perf_counter_ns()
-                keep = self._cut_kept or self._holds > 0
-                if keep:
-                    self.cuts.append((self._cut_start, end))
-                self._append(end, self._offset[-1] - (end - self._cut_start), keep)
 
     def wait_until(self, emulated_ns: int) -> int:
         """The host blocks until ``emulated_ns`` (the device finishing); returns the time waited."""
@@ -139,9 +130,24 @@ class _Cut:
     def __init__(self, clock: EmulatedClock) -> None:
         self._clock = clock
 
+    # The bodies are here rather than in methods of the clock that these would call: every device
+    # call crosses at least one cut and nests more inside it, so each edge saves a Python call.
     def __enter__(self) -> None:
-        self._clock._enter_cut()
+        c = self._clock
+        with c._lock:
+            c._cut_depth += 1
+            if c._cut_depth == 1:
+                c._cut_kept = c._holds > 0
+                c._cut_start = time.perf_counter_ns()
 
     def __exit__(self, *exc) -> bool:
-        self._clock._exit_cut()
+        c = self._clock
+        with c._lock:
+            c._cut_depth -= 1
+            if c._cut_depth == 0:
+                end = time.perf_counter_ns()
+                keep = c._cut_kept or c._holds > 0
+                if keep:
+                    c.cuts.append((c._cut_start, end))
+                c._append(end, c._offset[-1] - (end - c._cut_start), keep)
         return False
