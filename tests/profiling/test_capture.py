@@ -337,11 +337,11 @@ def test_host_fallback_time_stays_with_the_op(tmp_path, monkeypatch):
     sleep_s = 0.02
     orig = runtime.NeuronCoreRuntime.fallback
 
-    def slow(self, op, compute):
+    def slow(self, op, compute=None, nbytes=0, reason=""):
         def work():
             time.sleep(sleep_s)
             return compute()
-        return orig(self, op, work)
+        return orig(self, op, work if compute is not None else None, nbytes, reason)
 
     monkeypatch.setattr(runtime.NeuronCoreRuntime, "fallback", slow)
     with warnings.catch_warnings():

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import enum
 import threading
-import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
@@ -34,7 +33,7 @@ from . import host
 
 __all__ = [
     "OpKind", "OpCall", "Executor", "HostExecutor", "execute", "classify", "set_executor",
-    "get_executor", "recording", "synchronize", "clock_ns",
+    "get_executor", "recording", "synchronize",
 ]
 
 
@@ -116,8 +115,6 @@ class Executor(Protocol):
 
     def synchronize(self, device: int) -> None: ...
 
-    def clock_ns(self, device: int) -> int: ...
-
 
 class HostExecutor:
     """Runs every op at once on the host; no device time is modelled (the runtime's job)."""
@@ -127,9 +124,6 @@ class HostExecutor:
 
     def synchronize(self, device: int) -> None:
         return None
-
-    def clock_ns(self, device: int) -> int:
-        return time.perf_counter_ns()
 
 
 _executor: Executor = HostExecutor()
@@ -160,11 +154,6 @@ def get_executor() -> Executor:
 
 def synchronize(device: int = 0) -> None:
     _executor.synchronize(device)
-
-
-def clock_ns(device: int = 0) -> int:
-    """The device clock (for events): host wall time until the runtime provides a model clock."""
-    return _executor.clock_ns(device)
 
 
 @contextmanager

@@ -22,6 +22,7 @@ __all__ = [
     "memory_stats", "reset_peak_memory_stats", "reset_max_memory_allocated",
     "reset_accumulated_memory_stats", "empty_cache", "mem_get_info",
     "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
+    "wait_stream", "wait_event", "record_event", "query",
     "get_amp_supported_dtype", "is_bf16_supported",
 ]
 
@@ -110,6 +111,31 @@ def get_device_capability(device=None) -> tuple[int, int]:
 def synchronize(device=None) -> None:
     """Wait until the NeuronCore has finished all queued work."""
     dispatch.synchronize(_devices.index_of(device))
+
+
+# --- streams (TorchNeuron's module-level forms of the Stream methods) ----------------------------
+
+
+def wait_stream(stream: Stream) -> None:
+    """The current stream waits for the work submitted to ``stream`` so far."""
+    current_stream(stream.device_index).wait_stream(stream)
+
+
+def wait_event(event: Event) -> None:
+    """The current stream waits for ``event``."""
+    current_stream().wait_event(event)
+
+
+def record_event(stream: Stream | None = None) -> Event:
+    """A new event recorded on ``stream`` (default: the current stream)."""
+    return (stream if stream is not None else current_stream()).record_event()
+
+
+def query(device=None) -> bool:
+    """True once all work queued on the NeuronCore has completed."""
+    from .. import runtime
+
+    return not runtime.core(_devices.index_of(device)).in_flight()
 
 
 # --- RNG --------------------------------------------------------------------------------------

@@ -139,6 +139,9 @@ def _functional_name(op) -> str:
     return hit[1]
 
 
+_NOT_COMPUTED = object()
+
+
 class HostFallback:
     """An op :meth:`RuntimeExecutor.serve` has no kernel for: it really runs on the host CPU,
     which costs real host time, so :meth:`run` must be called outside the emulation cut."""
@@ -157,11 +160,12 @@ class RuntimeExecutor:
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self.fallbacks: dict[str, int] = {}
+        self._depth = threading.local()
 
     def execute(self, call: OpCall) -> Any:
-        # Everything trnscope itself does to serve an op is emulator work, cut from host time: host
-        # time is what PyTorch and the user's program spend. Transfers and host waits still advance
-        # the clock (wait_until works inside a cut); a NEFF's launch cost is on the device side.
+        # Everything trnscope itself does to serve an op is emulator work, cut from host time; the
+        # host spends what the host-cost model says the backend costs instead. Transfers and host
+        # waits still advance the clock (wait_until works inside a cut).
         with _CUT:
             result = self.serve(call)
         if type(result) is HostFallback:
@@ -173,7 +177,21 @@ class RuntimeExecutor:
         emulation cut. Returns the op's result, or a :class:`HostFallback` for an op with no
         kernel, which the caller runs outside the cut. The profiler's dispatch span calls this
         inside its own cut, so a profiled call crosses one cut instead of two."""
+        depth = self._depth
+        outer = not getattr(depth, "n", 0)
+        if not outer:  # an op the emulator's own implementation of another op issued: no host cost
+            return self._serve(call, False)
+        depth.n = 1
+        try:
+            return self._serve(call, True)
+        finally:
+            depth.n = 0
+
+    def _serve(self, call: OpCall, charged: bool) -> Any:
         kind = call.kind
+        clock = runtime.CLOCK
+        if charged and clock.mode == runtime.MODELLED:  # PyTorch's side of the op (measured in real mode)
+            clock.advance(runtime.host_costs().framework_op_ns)
         if kind is OpKind.COMPUTE:
             name = _functional_name(call.op)
             if has_lowering(name):
@@ -185,6 +203,9 @@ class RuntimeExecutor:
             core.synchronize()
             return core.copy("d2h", 8, call.run_on_host, op=call.name)
         else:  # ALLOC, VIEW, METADATA: host bookkeeping
+            if charged:
+                costs = runtime.host_costs()
+                clock.advance(costs.alloc_ns if kind is OpKind.ALLOC else costs.view_ns)
             return call.run_on_host()
         return HostFallback(self, call, runtime.core(_device_index(call)), name)
 
@@ -197,18 +218,17 @@ class RuntimeExecutor:
         key = _plan_key(call, outs)
         plan = core.plans.get(key) if key is not None else None
         if plan is None:  # the first call of a signature: served (and recorded) by _plan
-            plan = self._plan(call, core, name, outs)
+            plan = self._plan(call, core, name, outs, result)
             if plan is not None and key is not None:  # a kernel error is reported, not remembered
                 _remember(core, key, plan)
             return result
         if plan.program is None:
-            core.record_fallback(name, reason=plan.reason)
-            self._warn(name, plan.reason)
-        else:
-            core.execute_program(plan.program, plan.label, timeline=plan.timeline)
+            return self._fallback(call, core, name, plan.reason, result)
+        core.execute_program(plan.program, plan.label, timeline=plan.timeline)
         return result
 
-    def _plan(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str, outs: tuple) -> _Plan | None:
+    def _plan(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str, outs: tuple,
+              result) -> _Plan | None:
         """Serve a signature seen for the first time, the long way, and say how to serve it again."""
         try:
             opcall = from_aten(call.op, call.args, call.kwargs, outs)
@@ -220,26 +240,32 @@ class RuntimeExecutor:
             except (NoLowering, NotImplementedError, ValueError) as exc:
                 plan = _Plan(name, reason=str(exc))
             except Exception as exc:  # a kernel bug must not break the user's program: report it loudly
-                core.record_fallback(name, reason=f"kernel error: {exc!r}")
-                self._warn(name, f"its kernel failed for this call: {exc!r}; please report it")
+                self._fallback(call, core, name, f"its kernel failed for this call: {exc!r}; please report it",
+                               result)
                 return None
             else:
                 return _Plan(opcall.name, program, timeline)
-        core.record_fallback(name, reason=plan.reason)
-        self._warn(name, plan.reason)
+        self._fallback(call, core, name, plan.reason, result)
         return plan
 
-    def _fallback(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:
+    def _fallback(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str, reason: str = "no neuron kernel",
+                  result: Any = _NOT_COMPUTED) -> Any:
+        """Serve ``call`` on the host CPU as TorchNeuron's fallback does: wait for the device, copy the
+        inputs to the host, compute, copy the results back. ``result``: the numbers, when the emulator
+        already computed them inside its cut (the CPU work is then the host-cost model's)."""
         if _fallback_disabled():
             raise NeuronFallbackError(
-                f"{name} has no neuron kernel and CPU fallback is disabled ({FALLBACK_ENV}=1): unset it to run "
-                f"{name} on the CPU, or avoid the op")
-        self._warn(name, "no neuron kernel")
+                f"{name} would run on the CPU ({reason}) and CPU fallback is disabled ({FALLBACK_ENV}=1): unset it "
+                f"to run {name} on the CPU, or avoid the op")
+        self._warn(name, reason)
         nbytes = sum(t.nbytes for t in _tensors(call.args) + _tensors(call.kwargs) if t.device.type == "neuron")
         core.synchronize()
         if nbytes:
             core.copy("d2h", nbytes, op=f"{name} (fallback inputs)")
-        result = core.fallback(name, call.run_on_host)
+        if result is _NOT_COMPUTED:
+            result = core.fallback(name, call.run_on_host, nbytes, reason)
+        else:
+            core.fallback(name, None, nbytes, reason)
         out_bytes = sum(t.nbytes for t in _tensors(result) if t.device.type == "neuron")
         if out_bytes:
             core.copy("h2d", out_bytes, op=f"{name} (fallback outputs)")
@@ -285,9 +311,6 @@ class RuntimeExecutor:
 
     def synchronize(self, device: int) -> None:
         runtime.core(device).synchronize()
-
-    def clock_ns(self, device: int) -> int:
-        return runtime.CLOCK.now()
 
 
 def _outputs(call: OpCall, result) -> tuple:

@@ -199,9 +199,6 @@ class _SpanExecutor:
     def synchronize(self, device: int) -> None:
         return self.inner.synchronize(device)
 
-    def clock_ns(self, device: int) -> int:
-        return self.inner.clock_ns(device)
-
     def __getattr__(self, name):
         return getattr(self.inner, name)
 

@@ -10,10 +10,14 @@ import os
 from pathlib import Path
 
 from ..hw import get_spec
-from .clock import EmulatedClock
-from .executor import Execution, NeuronCoreRuntime, NoLowering
+from contextlib import contextmanager
+from typing import Iterator
 
-CLOCK = EmulatedClock()
+from .clock import HOST_TIME_ENV, MODELLED, MODES, REAL, EmulatedClock, mode_from_env
+from .executor import Execution, NeuronCoreRuntime, NoLowering
+from .hostcost import HostCosts, host_costs, set_host_costs
+
+CLOCK = EmulatedClock(mode_from_env())
 _cores: dict[int, NeuronCoreRuntime] = {}
 
 
@@ -40,5 +44,29 @@ def synchronize_all() -> int:
     return max((rt.synchronize() for rt in _cores.values()), default=0)
 
 
-__all__ = ["CLOCK", "EmulatedClock", "Execution", "NeuronCoreRuntime", "NoLowering", "core", "cores",
-           "synchronize_all"]
+def host_time() -> str:
+    """The host-time mode in force: ``"real"`` or ``"modelled"`` (see :mod:`.clock`)."""
+    return CLOCK.mode
+
+
+def set_host_time(mode: str) -> str:
+    """Time the host ``"real"`` (the user's Python and PyTorch's dispatcher as measured, the backend
+    from the host-cost model) or ``"modelled"`` (every host interval from the model: the same script
+    gives the same timings on any machine). Returns the previous mode. ``$TRNSCOPE_HOST_TIME`` sets
+    the mode a process starts in."""
+    return CLOCK.set_mode(mode)
+
+
+@contextmanager
+def host_time_mode(mode: str) -> Iterator[None]:
+    """``set_host_time(mode)`` inside the block, the previous mode after it."""
+    old = set_host_time(mode)
+    try:
+        yield
+    finally:
+        set_host_time(old)
+
+
+__all__ = ["CLOCK", "EmulatedClock", "Execution", "HOST_TIME_ENV", "HostCosts", "MODELLED", "MODES",
+           "NeuronCoreRuntime", "NoLowering", "REAL", "core", "cores", "host_costs", "host_time",
+           "host_time_mode", "set_host_costs", "set_host_time", "synchronize_all"]

@@ -1,11 +1,12 @@
 """The Neuron runtime of one emulated NeuronCore: NEFF cache, execution queue and the event record.
 
 Every device dispatch goes through :meth:`NeuronCoreRuntime.execute`: the op is lowered to a
-Program (a NEFF, cached by op/shape/dtype key; a miss is a real compile and costs host time as it
-does on Neuron), its device time comes from the simulator (cached per NEFF), and its numerics are
-computed by a callback (on the host: emulation work, cut from the clock). Execution is
+Program (a NEFF, cached by op/shape/dtype key), its device time comes from the simulator (cached
+per NEFF), and its numerics are computed by a callback on the host. All of that is emulator work,
+cut from the clock; the host instead spends what the host-cost model (:mod:`.hostcost`) says the
+backend costs: the op's NEFF lookup, a neuronx-cc compile on a cache miss, the submit. Execution is
 asynchronous: the host returns after submitting; the device starts the NEFF at
-max(submit + launch latency, device free) and runs for its simulated time.
+max(submit + launch latency, device free, the stream's waits) and runs for its simulated time.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from ..compiler.lowering import lower_timed
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program, neff
 from ..sim import DeviceTimeline, simulate
-from .clock import EmulatedClock
+from .clock import REAL, EmulatedClock
+from .hostcost import host_costs
 
 _seq = itertools.count(1)
 
@@ -66,6 +68,13 @@ class NeuronCoreRuntime:
         self._known: set[int] = set()
         self.neff_cache_dir: Path | None = None
         self._launch_ns = int(self.spec.neff_launch_latency_ns)
+        # streams of this NeuronCore (0: the default stream). The core runs one NEFF at a time, in
+        # submission order, whatever the stream: a stream is an ordering constraint on top of that
+        # queue. stream_end: device ns at which the stream's last submitted work ends;
+        # stream_ready: device ns before which its next work may not start (Stream.wait_event).
+        self.current_stream = 0
+        self.stream_end: dict[int, int] = {}
+        self.stream_ready: dict[int, int] = {}
         # dispatch plans of the device layer's fast path (see trnscope.device.runtime_bridge):
         # call signature -> what serving that call needs, per core because plans hold this
         # core's spec's Programs and timelines
@@ -75,100 +84,114 @@ class NeuronCoreRuntime:
     def execute(self, call: OpCall, compute: Callable[[], object] | None = None):
         """Dispatch ``call`` to the device. Returns what ``compute`` returns (the op's host result).
 
-        Looking the NEFF up is emulator work (cut from the clock); a cache miss compiles it, and
-        the host then spends the compile time, as with Neuron's compiler. Raises
-        :class:`NoLowering` when the op has no kernel (the caller falls back to CPU).
+        Lowering the op is emulator work (cut from the clock); a NEFF-cache miss costs the host
+        what the host-cost model says a neuronx-cc compile costs. Raises :class:`NoLowering` when
+        the op has no kernel (the caller falls back to CPU).
         """
         return self.execute_call(call, compute)[0]
 
     def execute_call(self, call: OpCall, compute: Callable[[], object] | None = None):
         """:meth:`execute`, returning (result, Program, DeviceTimeline) so that a caller can run
         the same kernel again with :meth:`execute_program` without lowering or simulating it."""
-        host_start = self.clock.now()
         with self.clock.emulation():
-            program, compiled_ns = lower_timed(call, self.spec)
-        if compiled_ns:
-            self.clock.wait_until(self.clock.now() + compiled_ns)
-        return self._run(program, call.name, compute, compiled_ns, host_start, None)
+            program, built_ns = lower_timed(call, self.spec)
+        compile_ns = host_costs().compile_ns(len(program.instructions)) if built_ns else 0
+        return self._run(program, call.name, compute, compile_ns, None)
 
     def execute_program(self, program: Program, label: str, compute: Callable[[], object] | None = None,
-                        compiled_ns: int = 0, host_start: int | None = None,
-                        timeline: DeviceTimeline | None = None):
+                        compiled_ns: int = 0, timeline: DeviceTimeline | None = None):
         """Run a prebuilt Program (a compiled graph's NEFF) as one device execution.
 
-        ``timeline``: the Program's simulated timeline when the caller already has it (a cached
-        dispatch plan); otherwise it is simulated here (cached per NEFF)."""
-        return self._run(program, label, compute, compiled_ns, host_start, timeline)[0]
+        ``compiled_ns``: the modelled compile time to charge this call (the first call of a newly
+        compiled NEFF); ``timeline``: the Program's simulated timeline when the caller already has
+        it (a cached dispatch plan); otherwise it is simulated here (cached per NEFF)."""
+        return self._run(program, label, compute, compiled_ns, timeline)[0]
 
-    def _run(self, program, label, compute, compiled_ns, host_start, timeline):
-        if host_start is None:
-            host_start = self.clock.now()
-        with self.clock.emulation():
+    def _run(self, program, label, compute, compiled_ns, timeline):
+        clock = self.clock
+        costs = host_costs()
+        with clock.emulation():
             nid = program.neff_id
             tl = timeline if timeline is not None else simulate(program, self.spec)
             result = compute() if compute is not None else None
             if self.neff_cache_dir is not None:
                 self._persist(program)
-        submit = self.clock.now()
-        with self._lock:
-            first = nid not in self._known
-            if first:
-                self._known.add(nid)
-                self.neffs_compiled += 1
-            else:
-                self.cache_hits += 1
-            self.dispatches += 1
-            ready = submit + self._launch_ns
-            start = max(ready, self.device_free_ns)
-            end = start + int(round(tl.total_ns))
-            self.device_free_ns = end
-            rec = None
-            if self.recording:
-                rec = Execution(
-                    next(_seq), "kernel", label, self.index, threading.get_ident(), host_start,
-                    self.clock.now(), start, end, nid, program.name, compiled_ns if first else 0,
-                    queue_wait_ns=start - ready, timeline=tl, program=program)
-                self.records.append(rec)
-        if rec is not None and self.on_record is not None:
-            self.on_record(rec)
+            # the backend's host work: the op's key and NEFF lookup, then nrt_execute (which
+            # compiles first on a cache miss) and its submit
+            clock.advance(costs.backend_op_ns)
+            host_start = clock.now()
+            if compiled_ns:
+                clock.advance(compiled_ns)
+            submit = clock.advance(costs.submit_ns)
+            with self._lock:
+                first = nid not in self._known
+                if first:
+                    self._known.add(nid)
+                    self.neffs_compiled += 1
+                else:
+                    self.cache_hits += 1
+                self.dispatches += 1
+                ready = submit + self._launch_ns
+                start, end = self._enqueue(ready, int(round(tl.total_ns)))
+                rec = None
+                if self.recording:
+                    rec = Execution(
+                        next(_seq), "kernel", label, self.index, threading.get_ident(), host_start, submit,
+                        start, end, nid, program.name, compiled_ns if first else 0,
+                        queue_wait_ns=start - ready, timeline=tl, program=program)
+                    self.records.append(rec)
+            if rec is not None and self.on_record is not None:
+                self.on_record(rec)
         return result, program, tl
 
-    def fallback(self, op: str, compute: Callable[[], object]):
-        """An op with no device kernel runs on the CPU: real host time, no device time."""
-        host_start = self.clock.now()
-        result = compute()
+    def _enqueue(self, ready: int, duration: int) -> tuple[int, int]:
+        """Queue ``duration`` ns of device work on the current stream, no earlier than ``ready``;
+        returns its (start, end). Caller holds the lock."""
+        sid = self.current_stream
+        start = max(ready, self.device_free_ns, self.stream_ready.get(sid, 0))
+        end = start + duration
+        self.device_free_ns = end
+        self.stream_end[sid] = end
+        return start, end
+
+    def fallback(self, op: str, compute: Callable[[], object] | None = None, nbytes: int = 0,
+                 reason: str = ""):
+        """An op with no device kernel for this call runs on the host CPU (the caller moves its data).
+
+        In ``real`` mode a ``compute`` given here is the real CPU work and is measured; otherwise
+        (``modelled`` mode, or numbers already computed inside the emulator's cut: ``compute`` is
+        None) the host spends what the host-cost model says a CPU op over ``nbytes`` costs."""
+        clock = self.clock
+        host_start = clock.now()
+        if compute is not None and clock.mode == REAL:
+            result = compute()
+        else:
+            with clock.emulation():
+                result = compute() if compute is not None else None
+                clock.advance(host_costs().fallback_ns(nbytes))
         if self.recording:
             self._record(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(),
-                                   host_start, self.clock.now()))
+                                   host_start, clock.now(), neff_name=reason[:200]))
         return result
-
-    def record_fallback(self, op: str, reason: str = "") -> None:
-        """An op whose kernel could not serve this call: computed on the host, marked as fallback."""
-        if self.recording:
-            now = self.clock.now()
-            self._record(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(), now, now,
-                                   neff_name=reason[:200]))
 
     # --- copies ---------------------------------------------------------------------------------
     def copy(self, direction: str, nbytes: int, compute: Callable[[], object] | None = None, op: str = "",
              blocking: bool = True):
         """A host<->device copy: stream-ordered after earlier work. The host waits for it unless
         ``blocking`` is False (a non-blocking copy from or to pinned host memory)."""
-        host_start = self.clock.now()
-        with self.clock.emulation():
+        clock = self.clock
+        with clock.emulation():
+            host_start = clock.now()
             result = compute() if compute is not None else None
-        with self._lock:
-            now = self.clock.now()
-            start = max(now, self.device_free_ns)
+            now = clock.advance(host_costs().copy_submit_ns)
             dur = int(self.spec.host_transfer_fixed_ns + nbytes / self.spec.host_device_bytes_per_s * 1e9)
-            end = start + dur
-            self.device_free_ns = end
-        if blocking:
-            self.clock.wait_until(end)
-        if self.recording:
-            self._record(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
-                                   threading.get_ident(), host_start, self.clock.now(), start, end,
-                                   bytes=nbytes))
+            with self._lock:
+                start, end = self._enqueue(now, dur)
+            if blocking:
+                clock.wait_until(end)
+            if self.recording:
+                self._record(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
+                                       threading.get_ident(), host_start, clock.now(), start, end, bytes=nbytes))
         return result
 
     def order_after(self, other: "NeuronCoreRuntime") -> None:
@@ -183,6 +206,28 @@ class NeuronCoreRuntime:
         self.records.append(rec)
         if self.on_record is not None:
             self.on_record(rec)
+
+    # --- streams and events ---------------------------------------------------------------------
+    def stream_done_ns(self, stream: int) -> int:
+        """Device time at which everything submitted to ``stream`` so far (work and waits) is done."""
+        with self._lock:
+            return max(self.stream_end.get(stream, 0), self.stream_ready.get(stream, 0))
+
+    def record_event(self, stream: int) -> int:
+        """The device time at which an event recorded on ``stream`` now completes: when the queue
+        reaches it (at once on an idle stream)."""
+        return max(self.clock.now(), self.stream_done_ns(stream))
+
+    def stream_wait(self, stream: int, device_ns: int) -> None:
+        """Work submitted to ``stream`` from now on starts no earlier than ``device_ns``
+        (``Stream.wait_event``: an event of any stream or NeuronCore)."""
+        with self._lock:
+            if device_ns > self.stream_ready.get(stream, 0):
+                self.stream_ready[stream] = device_ns
+
+    def synchronize_stream(self, stream: int) -> int:
+        """Block the host until ``stream``'s work is done; returns the emulated ns waited."""
+        return self.clock.wait_until(self.stream_done_ns(stream))
 
     def synchronize(self) -> int:
         """Block the host until the device is idle; returns the emulated ns waited."""
