@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rmsnorm_profiles import rmsnorm_profiles, torch_available
+from rmsnorm_profiles import rmsnorm_large_profiles, rmsnorm_profiles, torch_available
 
 KINETO = Path(__file__).resolve().parents[2].parent / "shared/data/kineto-traces"
 
@@ -22,6 +22,14 @@ def rmsnorm(tmp_path_factory) -> dict[str, Path]:
     if not torch_available():
         pytest.skip("recording profiles needs torch")
     return rmsnorm_profiles(shared_tmp(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def rmsnorm_large(tmp_path_factory) -> dict[str, Path]:
+    """The naive RMSNorm profiled at a shape whose kernels are HBM-bound (device-bound overall)."""
+    if not torch_available():
+        pytest.skip("recording profiles needs torch")
+    return rmsnorm_large_profiles(shared_tmp(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

@@ -89,10 +89,11 @@ def test_idle_gaps_add_up_and_name_the_cause(naive):
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9)
     assert idle.busy_ns + idle.host_dispatch_ns + idle.launch_ns + idle.unknown_ns == idle.span_ns
     assert idle.gap_count >= len(NAIVE_OPS) * CALLS  # one lane, an execution after every gap
-    # dispatch overhead, not the device, sets the pace; whether the host's dispatch or the NEFF launch
-    # latency is the larger part depends on how fast this host runs PyTorch's dispatcher
+    # dispatch overhead, not the device, sets the pace: the host submits a kernel every 13 us
+    # (modelled), faster than the 20 us launch latency, so every gap opens with the next NEFF already
+    # submitted (launch latency), and together they are more than a third of the device's span
     assert idle.regime in (HOST_BOUND, LAUNCH_BOUND)
-    assert idle.launch_overhead_share > 0.5
+    assert idle.launch_overhead_share > 1 / 3
     for gap in idle.largest:
         assert gap.end_ns > gap.start_ns and gap.host_wait_ns + gap.launch_ns <= gap.duration_ns
     assert [g.duration_ns for g in idle.largest] == sorted((g.duration_ns for g in idle.largest), reverse=True)
@@ -101,16 +102,25 @@ def test_idle_gaps_add_up_and_name_the_cause(naive):
 def test_recommendations(naive, fused):
     rules = [r.rule for r in naive.recommendations]
     assert rules[0] == "many_small_dispatches"
-    assert 2 <= len(rules) <= 4 and "hbm_bound" in rules
+    assert 1 <= len(rules) <= 4
     first = naive.recommendations[0]
     assert "torch.rms_norm" in first.detail and "aten::mul ×6" in first.detail
     assert "ProfilerStep" not in first.detail  # annotations around the ops are nothing to fuse
-    hbm = next(r for r in naive.recommendations if r.rule == "hbm_bound")
-    listed = {n.neff_id: n for n in naive.device.neffs if n.neff_id in hbm.evidence["neffs"]}
-    # tiny kernels labelled dma/hbm but nowhere near the bandwidth are not "HBM-bound"
-    assert listed and all((n.mbu_percent or 0) >= 40 for n in listed.values())
     assert [r.impact for r in naive.recommendations] == sorted((r.impact for r in naive.recommendations), reverse=True)
     assert "many_small_dispatches" not in [r.rule for r in fused.recommendations]
+
+
+def test_recommendations_for_large_kernels(rmsnorm_large):
+    """The same six ops at 1024x4096 keep the device busy: no dispatch advice, and the kernels that
+    move data near HBM bandwidth are named."""
+    large = ProfileAnalysis(load_profile(rmsnorm_large["naive"]))
+    assert large.idle.regime == "device bound"
+    rules = [r.rule for r in large.recommendations]
+    assert rules[0] == "hbm_bound" and "many_small_dispatches" not in rules
+    hbm = large.recommendations[0]
+    listed = {n.neff_id: n for n in large.device.neffs if n.neff_id in hbm.evidence["neffs"]}
+    # tiny kernels labelled dma/hbm but nowhere near the bandwidth are not "HBM-bound"
+    assert listed and all((n.mbu_percent or 0) >= 40 for n in listed.values())
 
 
 def test_diff_naive_vs_fused(naive, fused):

@@ -357,7 +357,9 @@ def test_lanes_only_for_neuroncores_that_worked(tmp_path):
     if torch.neuron.device_count() < 2:
         pytest.skip("needs a chip with two NeuronCores")
     x = torch.randn(ROWS, HIDDEN).to("neuron:1")
-    prof, where, _ = profile_once(lambda: x * x + 1, tmp_path)
+    # torch.neuron.synchronize() waits for the current NeuronCore (0): wait for neuron:1 itself, or
+    # its two kernels are still running when the window closes (and are left out)
+    prof, where, _ = profile_once(lambda: (x * x + 1, torch.neuron.synchronize("neuron:1")), tmp_path)
     trace = load_json(where / "trace.json")
     check_trace_event_format(trace)
     procs, threads, counts = _lanes(trace)
