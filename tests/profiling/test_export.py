@@ -158,8 +158,14 @@ def test_host_samples(exported):
     mem = load_json(where / "host_mem.json")
     assert cpu["samples"] and mem["samples"]
     assert all(0.0 <= s["util"] <= 100.0 for s in cpu["samples"])
-    assert {s["cpu_id"] for s in cpu["samples"]} >= {-1, 0}
+    # the emulated program's host thread, from the model: emulated intervals tiling the window
+    assert {s["cpu_id"] for s in cpu["samples"]} == {-1} and cpu["source"] == "model"
+    window = load_manifest(where)["window"]
+    stamps = [(s["timestamp"], s["timestamp"] + s["duration"]) for s in cpu["samples"]]
+    assert stamps[0][0] == window["start_ns"] and stamps[-1][1] == window["end_ns"]
+    assert all(a[1] == b[0] for a, b in zip(stamps, stamps[1:]))
     assert all(s["usage"] > 0 and s["mem_total"] > 0 for s in mem["samples"])
+    assert all(s["emulated_device_bytes"] > 0 for s in mem["samples"])  # device tensors exist
 
 
 def test_manifest_lists_every_file_with_hashes(exported, tmp_path):

@@ -57,6 +57,31 @@ class Profile:
         data = self.trace.metadata.get("neuron")
         return data if isinstance(data, dict) else {}
 
+    @property
+    def recording(self) -> dict:
+        """What trnscope wrote about the recording window (framework trace's ``trnscope`` object,
+        else the manifest's window), {} for other inputs."""
+        data = self.trace.metadata.get("trnscope")
+        if isinstance(data, dict) and data:
+            return data
+        window = (self.files.manifest or {}).get("window") if self.files is not None else None
+        return window if isinstance(window, dict) else {}
+
+    @property
+    def host_time(self) -> str | None:
+        """The host-time mode the profile was recorded in (``real``, ``modelled``, ``mixed``), None
+        when unknown (other traces, profiles written before modes)."""
+        value = self.recording.get("host_time")
+        if isinstance(value, dict):
+            value = value.get("mode")
+        return value if isinstance(value, str) else None
+
+    @property
+    def target(self) -> str | None:
+        """The emulated target (``trn2``, ``trn1``), None when unknown."""
+        value = self.recording.get("target")
+        return value if isinstance(value, str) else None
+
 
 def detect_kind(path: str | Path) -> str | None:
     path = Path(path)

@@ -56,6 +56,8 @@ class ProfileAnalysis:
             "mbu_percent": device.mbu_percent,
             "busy_share": self.idle.share(self.idle.busy_ns) if self.idle.span_ns else None,
             "regime": self.idle.regime,
+            "host_time": self.profile.host_time,
+            "target": self.profile.target,
             "top_op": {"name": top.name, "device_self_ns": top.device_self_ns, "cpu_total_ns": top.cpu_total_ns}
             if top else None,
         }

@@ -11,6 +11,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from .. import hosttime
+
 
 def _analysis(path: Path):
     from ..analysis import ProfileAnalysis, ProfileError, load_profile
@@ -50,6 +52,9 @@ class SummaryCommand:
                       f"regime: {h['regime']}")
         if h.get("mfu_percent") is not None:
             console.print(f"MFU {h['mfu_percent']:.1f}%  MBU {h['mbu_percent'] or 0:.1f}%")
+        if a.profile.kind == "neuron":
+            console.print(f"target {h.get('target') or 'unknown'}; host time {hosttime.describe(h.get('host_time'))}",
+                          markup=False, highlight=False)
         t = Table(title="operators")
         for col in ("operator", "calls", "CPU self", "CPU total", "device self", "device total", "dispatches"):
             t.add_column(col, justify="left" if col == "operator" else "right", no_wrap=True)

@@ -226,6 +226,8 @@ def _manifest_digest(files) -> dict:
         "executions": window.get("executions"),
         "kernels": window.get("kernels"),
         "neuron_cores": window.get("neuron_cores"),
+        "host_time": window.get("host_time"),
+        "target": window.get("target"),
         "modes": (m.get("config") or {}).get("modes"),
         "neffs": len(files.neffs),
         "ntffs": len(files.ntffs),

@@ -105,6 +105,13 @@ def _memory_allocated(nc: int) -> int:
     return st.allocated if st is not None else 0
 
 
+def _device_bytes() -> int:
+    """What the emulator holds in host memory for the device: every NeuronCore's reserved HBM."""
+    from ..device import memory
+
+    return sum(memory.stats(rt.index).allocated + memory.cached_bytes(rt.index) for rt in runtime.cores())
+
+
 class _SpanExecutor:
     """Wraps the device executor while a window is open: each device call becomes a span.
 
@@ -218,6 +225,7 @@ class Window:
         self.pid = os.getpid()
         self.start_em = self.clock.now()
         self.close_em: int | None = None
+        self.host_time = self.clock.mode  # "mixed" when the mode changed inside the window
         self.open = True
         self.cores: list[int] = []
         self.captured: list = []        # Execution records, in order of recording
@@ -257,6 +265,8 @@ class Window:
                     pass
             if self.sample_hbm:
                 self.hbm.append((ex.host_end_ns, ex.device, _memory_allocated(ex.device)))
+            if self.sampler is not None:
+                self.sampler.tick(ex.host_end_ns)
         except Exception as exc:  # never break the user's op
             if len(self.hook_errors) < 5:
                 self.hook_errors.append(repr(exc))
@@ -270,6 +280,18 @@ class Window:
         if self.config.nc_set is not None:
             used.update(self.cores)
         return sorted(used)
+
+    def host_time_metadata(self) -> dict:
+        """How the profile's host times were made: the mode and the host-cost model in force."""
+        import dataclasses
+
+        return {"mode": self.host_time, "costs": dataclasses.asdict(runtime.host_costs())}
+
+    def target_metadata(self) -> dict:
+        from ..hw import get_spec
+
+        spec = runtime.core(self.cores[0]).spec if self.cores else get_spec()
+        return {"target": spec.name, "instance": spec.instance, "neuroncore": spec.neuroncore}
 
     # --- open / close -----------------------------------------------------------------------
     def begin(self) -> None:
@@ -297,15 +319,19 @@ class Window:
                 self._executor = _SpanExecutor(current, self.clock)
                 dispatch.set_executor(self._executor)
         if cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY):
-            self.sampler = HostSampler(cfg.has(ProfileMode.CPU_UTIL), cfg.has(ProfileMode.HOST_MEMORY))
+            self.sampler = HostSampler(cfg.has(ProfileMode.CPU_UTIL), cfg.has(ProfileMode.HOST_MEMORY), self.clock,
+                                       _device_bytes)
             self.sampler.start()
         self.start_em = self.clock.now()
+        self.host_time = self.clock.mode
 
     def end(self) -> None:
         if not self.open:
             return
         self.open = False
         self.close_em = self.clock.now()
+        if self.clock.mode != self.host_time:
+            self.host_time = "mixed"
         for rt, recording, hook in self._saved:
             rt.recording = recording
             rt.on_record = hook

@@ -202,28 +202,33 @@ class NeuronProfiler:
     def _host_files(self, cfg: NeuronConfig, w: Window, view: FrameworkView, out_dir: Path, files: list[dict]) -> None:
         s = w.sampler
         to_epoch = w.clockmap.to_epoch
-        em = w.clockmap.clock.to_emulated
         if cfg.has(ProfileMode.CPU_UTIL):
-            rows = [{"cpu_id": cpu, "timestamp": to_epoch(em(t0)), "duration": max(0, em(t1) - em(t0)),
-                     "wall_duration": t1 - t0, "util": round(util, 3), "instance_id": w.hostname}
+            rows = [{"cpu_id": cpu, "timestamp": to_epoch(t0), "duration": t1 - t0, "util": round(util, 3),
+                     "instance_id": w.hostname}
                     for t0, t1, cpu, util in s.cpu_samples]
-            doc = {"schema": "trnscope-cpu-util", "version": 1, "clock": "emulated", "time_unit": "ns",
-                   "interval_ns": int(s.interval_s * 1e9), "cpu_count": s.cpu_count(),
-                   "note": "cpu_id -1 is all CPUs together; util is percent busy over [timestamp, +wall_duration] "
-                           "of real time (emulator work included)",
+            doc = {"schema": "trnscope-cpu-util", "version": 2, "clock": "emulated", "time_unit": "ns",
+                   "interval_ns": s.interval_ns, "source": "model",
+                   "note": "the emulated program's host thread: util is percent of one CPU busy over "
+                           "[timestamp, +duration] of emulated time, 100 minus the share it waited for the "
+                           "device (cpu_id -1); the emulator's own work is not in it",
                    "samples": rows}
             self._write_json(out_dir / "cpu_util.json", doc, "cpu_util", files)
         if cfg.has(ProfileMode.HOST_MEMORY):
             rows = []
             for t, vals in s.mem_samples:
                 total = vals.get("mem_total", 0)
-                rows.append({"timestamp": to_epoch(em(t)), "usage": vals.get("rss", 0),
+                rows.append({"timestamp": to_epoch(t), "usage": vals.get("rss", 0),
                              "percent_usage": round(100.0 * vals.get("rss", 0) / total, 4) if total else 0.0,
                              "peak_usage": vals.get("hwm", 0), "vm_size": vals.get("vm_size", 0),
+                             "emulated_device_bytes": vals.get("device_bytes", 0),
                              "mem_total": total, "mem_available": vals.get("mem_available", 0),
                              "instance_id": w.hostname})
-            doc = {"schema": "trnscope-host-mem", "version": 1, "clock": "emulated", "time_unit": "ns",
-                   "units": "bytes", "interval_ns": int(s.interval_s * 1e9), "samples": rows}
+            doc = {"schema": "trnscope-host-mem", "version": 2, "clock": "emulated", "time_unit": "ns",
+                   "units": "bytes", "interval_ns": s.interval_ns,
+                   "note": "usage is the process's resident set minus the host memory the emulator holds for "
+                           "the NeuronCores' HBM (emulated_device_bytes); peak_usage, vm_size, mem_* are the "
+                           "process's and machine's as read",
+                   "samples": rows}
             self._write_json(out_dir / "host_mem.json", doc, "host_mem", files)
 
     def _write_manifest(self, out_dir: Path, w: Window, cfg: NeuronConfig, files: list[dict], complete: bool,
@@ -252,6 +257,8 @@ class NeuronProfiler:
                 "start_ns": w.clockmap.to_epoch(w.start_em),
                 "end_ns": w.clockmap.to_epoch(w.close_em if w.close_em is not None else w.start_em),
                 "clock": "emulated",
+                "host_time": w.host_time,
+                **w.target_metadata(),
                 "neuron_cores": w.cores,
                 "active_neuron_cores": w.lane_cores(),
                 "executions": len(w.records),

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import orjson
 
+from ..hosttime import MIXED
+from ..hosttime import NOTES as HOST_TIME_NOTES
 from .correlate import classify, emulator_functions
 from .events import device_row_name
 
@@ -233,8 +235,9 @@ class FrameworkView:
         w = self.window
         return {
             "clock": "emulated",
-            "clock_note": "host times are wall time with emulator work cut out and host waits for the device "
-                          "inserted; device times are simulated; both on one axis",
+            "clock_note": HOST_TIME_NOTES.get(w.host_time, HOST_TIME_NOTES[MIXED]),
+            "host_time": w.host_time_metadata(),
+            **w.target_metadata(),
             "epoch_offset_ns": w.clockmap.offset,
             "window_start_ns": w.clockmap.to_epoch(w.start_em),
             "window_end_ns": w.clockmap.to_epoch(w.close_em if w.close_em is not None else w.start_em),

@@ -1,39 +1,27 @@
-"""Host CPU utilisation and host memory samples (ProfileMode.CPU_UTIL / HOST_MEMORY).
+"""Host CPU utilisation and host memory samples (ProfileMode.CPU_UTIL / HOST_MEMORY), of the
+emulated program rather than of the emulator.
 
-Read straight from Linux procfs (no psutil): ``/proc/stat`` per-CPU jiffies for utilisation,
-``/proc/self/status`` (VmRSS, VmHWM, VmSize) and ``/proc/meminfo`` (MemTotal, MemAvailable) for
-memory; ``resource.getrusage`` stands in where procfs is missing. A daemon thread samples every
-``interval_s`` while the profiling window is open, plus once at open and once at close, stamping
-each sample with ``time.perf_counter_ns()`` (mapped onto the emulated clock at export).
+On Trainium these samples show what the training process costs its host. Read from this
+machine's /proc they would show the emulator: its numerics keep a CPU at 100% while the emulated
+host is idle, waiting for the device. So both series are derived from the emulated clock:
+
+* **CPU utilisation**, per interval of emulated time: the share of it that the program's host
+  thread was not waiting for the device (``torch.neuron.synchronize()``, ``.cpu()``, ``.item()``,
+  blocking copies): 100% while it dispatches, 0% while it waits. ``cpu_id`` -1 is that thread,
+  in percent of one CPU (the program runs one dispatching thread; its other threads, such as
+  autograd's, add their work to the same clock).
+* **Host memory**: the process's resident set (``/proc/self/status`` VmRSS; ``getrusage`` where
+  procfs is missing) minus the bytes the emulator holds for the device (every NeuronCore's
+  reserved HBM lives in host memory here, which on Trainium it does not). Sampled when emulated
+  time crosses each interval boundary (checked as the runtime records executions) and at the
+  window's edges, and stamped with that emulated time.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-import time
+from typing import Callable
 
-DEFAULT_INTERVAL_S = 0.01
-
-
-def read_cpu_times() -> dict[int, tuple[int, int]] | None:
-    """cpu id (-1 = all CPUs) -> (busy jiffies, total jiffies); None without /proc/stat."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            data = f.read().decode()
-    except OSError:
-        return None
-    out = {}
-    for line in data.splitlines():
-        if not line.startswith("cpu"):
-            break
-        parts = line.split()
-        name = parts[0]
-        vals = [int(v) for v in parts[1:]]
-        idle = vals[3] + (vals[4] if len(vals) > 4 else 0)   # idle + iowait
-        total = sum(vals[:8])                                 # guest time is already in user/nice
-        out[-1 if name == "cpu" else int(name[3:])] = (total - idle, total)
-    return out
+DEFAULT_INTERVAL_NS = 1_000_000  # 1 ms of emulated time
 
 
 def _read_kv(path: str) -> dict[str, int]:
@@ -73,49 +61,72 @@ def read_host_memory() -> dict[str, int]:
     return out
 
 
+def busy_samples(start_ns: int, end_ns: int, waits: list[tuple[int, int]],
+                 interval_ns: int = DEFAULT_INTERVAL_NS) -> list[tuple[int, int, float]]:
+    """(t0, t1, util %) per interval of [start_ns, end_ns): 100% minus the share spent in ``waits``
+    (emulated [start, end) intervals in which the host waited for the device)."""
+    out = []
+    t0 = start_ns
+    ordered = sorted(waits)
+    i = 0
+    while t0 < end_ns:
+        t1 = min(t0 + interval_ns, end_ns)
+        waited = 0
+        while i < len(ordered) and ordered[i][1] <= t0:
+            i += 1
+        j = i
+        while j < len(ordered) and ordered[j][0] < t1:
+            a, b = ordered[j]
+            waited += max(0, min(b, t1) - max(a, t0))
+            j += 1
+        out.append((t0, t1, max(0.0, min(100.0, 100.0 * (1 - waited / (t1 - t0))))))
+        t0 = t1
+    return out
+
+
 class HostSampler:
-    """Samples CPU utilisation and/or host memory on a daemon thread between start() and stop()."""
+    """The samples of one profiling window (see the module docstring).
 
-    def __init__(self, cpu: bool, memory: bool, interval_s: float = DEFAULT_INTERVAL_S) -> None:
-        self.cpu, self.memory, self.interval_s = cpu, memory, interval_s
-        self.cpu_samples: list[tuple[int, int, int, float]] = []  # (t0 ns, t1 ns, cpu id, util %)
-        self.mem_samples: list[tuple[int, dict[str, int]]] = []   # (t ns, values)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last: tuple[int, dict] | None = None
+    ``device_bytes``: what the emulator holds for the device right now (subtracted from the RSS);
+    ``clock``: the emulated clock, whose waits (kept while it is held) give the CPU series."""
 
-    def _sample(self) -> None:
-        now = time.perf_counter_ns()
-        if self.cpu:
-            times = read_cpu_times()
-            if times is not None:
-                if self._last is not None:
-                    t0, prev = self._last
-                    for cpu, (busy, total) in times.items():
-                        if cpu in prev:
-                            db, dt = busy - prev[cpu][0], total - prev[cpu][1]
-                            util = 100.0 * db / dt if dt > 0 else 0.0
-                            self.cpu_samples.append((t0, now, cpu, max(0.0, min(100.0, util))))
-                self._last = (now, times)
-        if self.memory:
-            self.mem_samples.append((now, read_host_memory()))
+    def __init__(self, cpu: bool, memory: bool, clock, device_bytes: Callable[[], int],
+                 interval_ns: int = DEFAULT_INTERVAL_NS) -> None:
+        self.cpu, self.memory, self.interval_ns = cpu, memory, interval_ns
+        self.clock = clock
+        self.device_bytes = device_bytes
+        self.mem_samples: list[tuple[int, dict[str, int]]] = []   # (emulated ns, values)
+        self.cpu_samples: list[tuple[int, int, int, float]] = []  # (emulated t0, t1, cpu id, util %)
+        self._start = 0
+        self._waits_from = 0
+        self._next = 0
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample()
+    def _sample_memory(self, now: int) -> None:
+        vals = read_host_memory()
+        vals["device_bytes"] = held = self.device_bytes()
+        vals["rss"] = max(0, vals["rss"] - held)
+        self.mem_samples.append((now, vals))
+        self._next = now - (now - self._start) % self.interval_ns + self.interval_ns
 
     def start(self) -> None:
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="trnscope-host-sampler", daemon=True)
-        self._thread.start()
+        with self.clock.emulation():
+            self._start = now = self.clock.now()
+            self._waits_from = len(self.clock.waits)
+            if self.memory:
+                self._sample_memory(now)
+
+    def tick(self, now: int) -> None:
+        """Called as the runtime records work (inside the emulator's cut): a memory sample once
+        emulated time has crossed the next interval boundary."""
+        if self.memory and now >= self._next:
+            self._sample_memory(now)
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self._sample()
-
-    @staticmethod
-    def cpu_count() -> int:
-        return os.cpu_count() or 1
+        with self.clock.emulation():
+            end = self.clock.now()
+            if self.memory:
+                self._sample_memory(end)
+            if self.cpu:
+                waits = self.clock.waits[self._waits_from:]
+                self.cpu_samples = [(t0, t1, -1, util)
+                                    for t0, t1, util in busy_samples(self._start, end, waits, self.interval_ns)]

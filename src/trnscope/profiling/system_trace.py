@@ -179,14 +179,13 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
         events.append({"ph": "C", "name": f"NC:{nc}/hbm_usage", "pid": pid, "tid": 0, "ts": ts(t),
                        "args": {"bytes": nbytes, "percent": round(100.0 * nbytes / hbm_total, 6)}})
     # host samples
-    if w.sampler is not None:
-        cm = w.clockmap
+    if w.sampler is not None:  # stamped on the emulated clock already (see .hostsamples)
         for t0, _t1, cpu, util in w.sampler.cpu_samples:
             if cpu == -1:
                 events.append({"ph": "C", "name": "host_cpu_util", "pid": pid, "tid": 0,
-                               "ts": ts(cm.clock.to_emulated(t0)), "args": {"util": round(util, 3)}})
+                               "ts": ts(t0), "args": {"util": round(util, 3)}})
         for t, vals in w.sampler.mem_samples:
-            events.append({"ph": "C", "name": "host_memory", "pid": pid, "tid": 0, "ts": ts(cm.clock.to_emulated(t)),
+            events.append({"ph": "C", "name": "host_memory", "pid": pid, "tid": 0, "ts": ts(t),
                            "args": {"rss": vals.get("rss", 0)}})
     neff_table = {str(k): {**v, "cores": sorted(v["cores"]),
                            "ntff": [ntff_files[(k, c)] for c in sorted(v["cores"]) if ntff_files and (k, c) in ntff_files]}

@@ -37,10 +37,8 @@ import os
 import threading
 import time
 
-REAL = "real"
-MODELLED = "modelled"
-MODES = (REAL, MODELLED)
-HOST_TIME_ENV = "TRNSCOPE_HOST_TIME"
+from ..hosttime import ENV as HOST_TIME_ENV
+from ..hosttime import MODELLED, MODES, REAL
 
 
 def mode_from_env(default: str = REAL) -> str:
@@ -78,6 +76,7 @@ class EmulatedClock:
         # (the hold's first timestamps map through it). Otherwise the next entry replaces it.
         self._tail_kept = True
         self.waited_ns = 0  # emulated ns the host spent waiting for the device, in total
+        self.waits: list[tuple[int, int]] = []  # emulated [start, end) of each host wait, held ones
 
     # --- mode ---------------------------------------------------------------------------------
     @property
@@ -176,6 +175,8 @@ class EmulatedClock:
             self._append(real, emulated_ns, self._rate[-1],
                          self._holds > 0 or (self._cut_depth > 0 and self._cut_kept))
             self.waited_ns += emulated_ns - now
+            if self._holds:
+                self.waits.append((now, emulated_ns))
             return emulated_ns - now
 
     def _append(self, real: int, emu: int, rate: int, keep: bool) -> None:

@@ -106,6 +106,21 @@ function showError(node, body, error) {
     error.hint ? el("p.hint", {}, error.hint) : null);
 }
 
+const HOST_TIME = {
+  real: ["host time measured", "Your Python and PyTorch's dispatcher as measured on the recording machine; the Neuron backend's host costs from trnscope's model"],
+  modelled: ["host time modelled", "Every host interval from trnscope's host-cost model: the same on any machine"],
+  mixed: ["host time mixed", "The host-time mode changed while this profile recorded"],
+};
+
+// The target the profile emulated and how its host times were made (trn1 and trn2 profiles of the
+// same script look alike otherwise).
+function recordingLine(h) {
+  const [label, tip] = HOST_TIME[h.host_time] || ["host time unknown", "Recorded before trnscope wrote host-time modes"];
+  return el("p.recording.muted", {},
+    el("span.target", { title: "Emulated target" }, h.target || "target unknown"), " · ",
+    el("span.host-time", { title: tip }, label));
+}
+
 function cardFigures(data) {
   const h = data.headline;
   const figure = (label, value, tip) => el("div.figure", { title: tip || "" }, el("span.value", {}, value), el("span.label", {}, label));
@@ -132,6 +147,7 @@ function cardFigures(data) {
   if (h.mfu_percent !== null && h.mfu_percent !== undefined) figures.push(figure("MFU", fmtPercentValue(h.mfu_percent)));
   const parts = [el("div.figures", {}, figures)];
   if (h.executions) parts.push(el("p.regime", {}, el("b", {}, h.regime)));
+  if (data.kind === "neuron") parts.push(recordingLine(h));
   if (h.top_op) parts.push(el("p.muted", {}, `Top op: ${h.top_op.name} (${fmtTime(h.top_op.device_self_ns)} device, ${fmtTime(h.top_op.cpu_total_ns)} CPU)`));
   const rec = data.recommendations[0];
   if (rec) parts.push(el("p.rec", {}, el("span.sev", { "data-sev": rec.severity }, rec.severity), " ", rec.title));

@@ -91,7 +91,8 @@ export async function summaryView(main, { id }) {
 
   const warnings = s.warnings.length ? el("ul.warnings", {}, s.warnings.map((w) => el("li", {}, w))) : null;
   fill(main, 
-    el("div.page-head", {}, el("div", {}, el("h1", {}, "Summary"), el("p.muted", {}, `${s.name} · ${h.regime}`))),
+    el("div.page-head", {}, el("div", {}, el("h1", {}, "Summary"), el("p.muted", {}, [`${s.name} · ${h.regime}`,
+      s.kind === "neuron" ? ` · ${h.target || "target unknown"} · host time ${h.host_time || "unknown"}` : ""].join("")))),
     warnings,
     el("section", {}, el("h2", {}, "Performance insights & recommendations"), recs),
     el("section", {}, el("h2", {}, "Key metrics"), metrics),
