@@ -51,3 +51,30 @@ def test_naive_to_fused_ratio_moves_with_hbm_bandwidth():
 def test_bad_shape_is_a_clear_error(capsys):
     assert main(["demo", "--shapes", "12by4"]) == 2
     assert "bad shape '12by4': write ROWSxHIDDEN" in capsys.readouterr().out
+
+
+def _demo_rows(tmp_path, tag: str) -> list[str]:
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "trnscope.cli.main", "demo", "--shapes", "128x1024", "--profile-shape",
+                          "128x1024", "--host-time", "modelled", "--out", str(tmp_path / tag)],
+                         capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert "Host times were noisy" not in out.stdout and "host time modelled" in out.stdout
+    return [line for line in out.stdout.splitlines() if line.strip("│ ").startswith("128x1024")]
+
+
+def test_two_modelled_demo_runs_print_the_same_table(tmp_path):
+    """Host and device columns, every variant and dtype: the same in two processes."""
+    first, second = _demo_rows(tmp_path, "a"), _demo_rows(tmp_path, "b")
+    assert len(first) == 6 and first == second
+
+
+def test_noisy_host_times_are_called_out():
+    from trnscope.cli.demo import Measured
+
+    steady = Measured(6, 10.0, 12.0, 100.0, 1.0, (100, 120, 110))
+    noisy = Measured(6, 10.0, 12.0, 100.0, 1.0, (327, 3942, 400))
+    assert not steady.noisy and noisy.noisy

@@ -41,36 +41,50 @@ def variants() -> dict:
             "torch.compile": torch.compile(naive_rms_norm, backend="neuron")}
 
 
+# the same variant's host time per call differing by more than this between calls: noisy
+NOISY_RATIO = 2.0
+
+
 @dataclass
 class Measured:
     dispatches: float
     device_ns: float      # busy time of the device per call
     span_ns: float        # first start to last end per call: includes idle gaps between executions
-    host_ns: float        # emulated host time per call (dispatch + framework)
+    host_ns: float        # emulated host time per call (dispatch + framework), the median of the calls
     hbm_bytes: float
+    host_calls_ns: tuple[int, ...] = ()  # each call's host time
 
     @property
     def idle_ns(self) -> float:
         return max(0.0, self.span_ns - self.device_ns)
 
+    @property
+    def noisy(self) -> bool:
+        """The calls' host times differ by more than NOISY_RATIO: the machine, not the program."""
+        calls = self.host_calls_ns
+        return bool(calls) and min(calls) > 0 and max(calls) / min(calls) > NOISY_RATIO
+
 
 def measure(fn, x, w, calls: int = CALLS) -> Measured:
     """Per-call figures from the runtime's records, after a warm-up call (NEFFs compiled)."""
+    import statistics
+
     import torch
 
     from .. import runtime
 
     rt = runtime.core(0)
+    host: list[int] = []
     with torch.no_grad():
         fn(x, w)
         torch.neuron.synchronize()
         rt.records.clear()
         rt.recording = True
-        start = runtime.CLOCK.now()
         try:
             for _ in range(calls):
+                start = runtime.CLOCK.now()
                 fn(x, w)
-            end_host = runtime.CLOCK.now()
+                host.append(runtime.CLOCK.now() - start)
             torch.neuron.synchronize()
         finally:
             rt.recording = False
@@ -79,7 +93,8 @@ def measure(fn, x, w, calls: int = CALLS) -> Measured:
     busy = sum(r.device_end_ns - r.device_start_ns for r in kernels)
     span = max(r.device_end_ns for r in kernels) - min(r.device_start_ns for r in kernels)
     hbm = sum(r.timeline.summary["hbm_read_bytes"] + r.timeline.summary["hbm_write_bytes"] for r in kernels)
-    return Measured(len(kernels) / calls, busy / calls, span / calls, (end_host - start) / calls, hbm / calls)
+    return Measured(len(kernels) / calls, busy / calls, span / calls, statistics.median(host), hbm / calls,
+                    tuple(host))
 
 
 def profile_variant(name: str, fn, x, w, out: Path, console: Console, rows: int) -> Path | None:
@@ -122,6 +137,10 @@ class DemoCommand:
         parser.add_argument("--out", type=Path, default=Path("trnscope_demo_profiles"),
                             help="where the three profiles are written")
         parser.add_argument("--rows", type=int, default=8, help="key_averages row limit")
+        parser.add_argument("--host-time", choices=("real", "modelled"), default=None,
+                            help="how host time is timed: real (your Python and PyTorch's dispatcher as measured "
+                                 "here, the backend from the model) or modelled (every host interval from the "
+                                 "model: the same figures on any machine). Default: $TRNSCOPE_HOST_TIME, else real")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
         shapes = [_parse_shape(s) for s in args.shapes.split(",")]
@@ -131,9 +150,14 @@ class DemoCommand:
         import trnscope
         from ..hw import get_spec
 
+        from .. import hosttime, runtime
+
         trnscope.enable_device()
+        if args.host_time:
+            runtime.set_host_time(args.host_time)
         spec = get_spec()
-        console.rule(f"RMSNorm on an emulated {spec.neuroncore} ({spec.instance}), torch {torch.__version__}")
+        console.rule(f"RMSNorm on an emulated {spec.neuroncore} ({spec.instance}), torch {torch.__version__}, "
+                     f"host time {hosttime.describe(runtime.host_time())}")
         torch.manual_seed(0)
         impls = variants()
         x = torch.randn(prow, phid).to("neuron")
@@ -167,6 +191,19 @@ class DemoCommand:
         console.print(table)
         console.print("Device times come from trnscope's NeuronCore model (docs/cost-model.md): every kernel is a "
                       "real tiled Program, timed from published hardware facts.")
+        if runtime.host_time() == hosttime.MODELLED:
+            console.print("Host times come from trnscope's host-cost model (docs/cost-model.md, \"Host costs\"): "
+                          "the same on any machine.")
+        else:
+            console.print("Host times are your Python and PyTorch's dispatcher as measured on this machine, plus "
+                          "the Neuron backend's host costs from trnscope's model.")
+            noisy = [f"{r}x{h} {dt} {name} ({_fmt_us(min(m.host_calls_ns))} to {_fmt_us(max(m.host_calls_ns))})"
+                     for (r, h, dt), results in measured.items() for name, m in results.items() if m.noisy]
+            if noisy:
+                console.print(f"[bold yellow]Host times were noisy[/]: the same variant's calls differed by more than "
+                              f"{NOISY_RATIO:g}x ({'; '.join(noisy)}), so this machine was busy or slowed. For "
+                              f"reproducible host figures run `trnscope demo --host-time modelled` (or set "
+                              f"TRNSCOPE_HOST_TIME=modelled).", highlight=False)
         for name, where in written.items():
             if where:
                 console.print(f"profile of {name}: {where}")
