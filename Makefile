@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trnscope-installed
 
-.PHONY: demo test install browser bench clean
+.PHONY: demo test test-load install browser bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ browser:
 test: $(STAMP) browser
 	# one BLAS thread per pytest worker: two workers share the two cores
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 tests
+
+# the suite twice as the machine is and twice with every core kept busy (.ci/load-check)
+test-load: $(STAMP) browser
+	.ci/load-check
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
