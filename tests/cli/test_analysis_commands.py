@@ -10,7 +10,7 @@ def test_summary_of_a_cuda_trace(kineto_dir, capsys):
     path = kineto_dir / "critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
     assert main(["summary", str(path), "--top", "5"]) == 0
     out = capsys.readouterr().out
-    assert "operators" in out and "executions" in out
+    assert "Operators" in out and "executions" in out
 
 
 def test_summary_json(kineto_dir, capsys):

@@ -211,14 +211,14 @@ def _kernel_rows(trace: Trace, work: DeviceWork) -> list[KernelRow]:
             is_copy=bool(work.is_copy[members[0]]), ops=sorted({launch_op[i] for i in members if launch_op[i]}),
             mfu_percent=_weighted(work, members, "mfu_estimated_percent", weights),
             mbu_percent=_weighted(work, members, "mbu_estimated_percent", weights),
-            bottleneck=str(args.get("bottleneck") or ""), first_row=int(work.rows[members[0]]),
+            bottleneck=str(args.bottleneck or ""), first_row=int(work.rows[members[0]]),
         ))
     out.sort(key=lambda k: -k.device_total_ns)
     return out
 
 
 def _weighted(work: DeviceWork, members: list[int], key: str, weights: np.ndarray) -> float | None:
-    values = [work.args[i].get(key) for i in members]
+    values = [getattr(work.args[i], key) for i in members]
     if any(v is None for v in values):
         return None
     total = weights.sum()
@@ -231,7 +231,7 @@ def _launching_ops(trace: Trace, work: DeviceWork) -> list[str]:
     frame_ids = set(_ids(trace, FRAME_CATEGORIES).tolist()) | set(_ids(trace, RUNTIME_CATEGORIES).tolist())
     out = []
     for i, launcher in enumerate(work.launcher.tolist()):
-        named = work.args[i].get("op") or work.args[i].get("framework_op")
+        named = work.args[i].op or work.args[i].framework_op
         if named:
             out.append(str(named))
             continue
