@@ -73,3 +73,27 @@ class KinetoBuilder:
     def write(self, path: Path) -> Path:
         path.write_bytes(orjson.dumps({"schemaVersion": 1, **self.metadata, "traceEvents": self.events}))
         return path
+
+
+def write_ntff(path: Path, header: dict, tables: dict[str, dict[str, list]]) -> Path:
+    """An NTFF in the documented layout (docs/file-formats.md): fixed header, JSON header, one
+    Parquet file per table. Only what the analyses read needs to be there."""
+    import hashlib
+    import io
+    import struct
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    body, entries = b"", {}
+    for name, columns in tables.items():
+        buffer = io.BytesIO()
+        pq.write_table(pa.table(columns), buffer)
+        blob = buffer.getvalue()
+        entries[name] = {"offset": len(body), "length": len(blob), "rows": len(next(iter(columns.values()))),
+                         "encoding": "parquet", "columns": list(columns)}
+        body += blob
+    text = orjson.dumps({**header, "tables": entries})
+    fixed = struct.pack("<4sHHIQ32s", b"NTFF", 1, 1, len(text), len(body), hashlib.sha256(body).digest())
+    path.write_bytes(fixed + text + body)
+    return path

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..trace import Trace
 from .exec_args import ExecArgs, LaunchArgs, decode_args
-from .kernel_types import MEMORY_CATEGORIES, kernel_type
+from .kernel_types import MEMORY, MEMORY_CATEGORIES, kernel_type
 from .lanes import DEVICE_ANNOTATION_CATEGORIES, RUNTIME_CATEGORIES, SYNC_CATEGORIES, Role, lane_infos
 
 
@@ -69,12 +69,24 @@ def _build(trace: Trace) -> DeviceWork:
     args = decode_args(s.args.raw_many(rows)) if len(rows) else []
     launcher = _launchers(trace, rows, host_tracks, args)
     submit = np.where(launcher >= 0, s.ts_ns[np.maximum(launcher, 0)], -1)
-    names = trace.slice_names(rows).tolist() if len(rows) else []
-    cats = trace.strings.lookup(s.cat[rows]).tolist() if len(rows) else []
-    is_copy = np.array([_is_copy(n, c, a) for n, c, a in zip(names, cats, args)], dtype=bool)
-    moved = np.array([_bytes(a, copy) for a, copy in zip(args, is_copy)], dtype=np.int64)
-    program = np.array([str(a.neff_id) if a.neff_id is not None else n for n, a in zip(names, args)], dtype=object)
-    kind = np.array([kernel_type(n, c, copy) for n, c, copy in zip(names, cats, is_copy.tolist())], dtype=object)
+    n = len(rows)
+    # what depends on the name and category only is worked out once per distinct pair
+    pairs, pair_of = np.unique(np.stack([s.name[rows], s.cat[rows]]), axis=1, return_inverse=True) if n else \
+        (np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int64))
+    pair_of = pair_of.reshape(-1)
+    pair_names = [trace.strings[int(i)] for i in pairs[0]]
+    pair_cats = [trace.strings[int(i)] for i in pairs[1]]
+    memory_cat = np.array([c in MEMORY_CATEGORIES for c in pair_cats], dtype=bool)
+    copy_named = np.array([nm.startswith(("Memcpy", "Memset")) for nm in pair_names], dtype=bool)
+    has_neff = np.fromiter((a.neff_id is not None for a in args), dtype=bool, count=n)
+    is_copy = memory_cat[pair_of] | (copy_named[pair_of] & ~has_neff)
+    kind_by_pair = np.array([kernel_type(nm, c) for nm, c in zip(pair_names, pair_cats)] or [""], dtype=object)
+    kind = kind_by_pair[pair_of] if n else np.zeros(0, dtype=object)
+    kind[is_copy] = MEMORY
+    moved = _bytes(args, is_copy)
+    program = np.array(pair_names or [""], dtype=object)[pair_of] if n else np.zeros(0, dtype=object)
+    for i in np.flatnonzero(has_neff).tolist():
+        program[i] = str(args[i].neff_id)
     track = s.track[rows]
     device, devices = _devices(trace, track)
     return DeviceWork(
@@ -126,15 +138,14 @@ def _launchers(trace: Trace, rows: np.ndarray, host_tracks: list[int], args: lis
     if not len(rows):
         return launcher
     s, f = trace.slices, trace.flows
-    position = {int(r): i for i, r in enumerate(rows.tolist())}
     if len(f):
+        position = np.full(len(s), -1, dtype=np.int64)
+        position[rows] = np.arange(len(rows))
         host = np.isin(s.track[f.start_row], np.asarray(host_tracks, dtype=np.int32))
-        ends = f.end_row[host]
-        starts = f.start_row[host]
-        for start, end in zip(starts.tolist(), ends.tolist()):
-            i = position.get(end)
-            if i is not None and launcher[i] < 0:
-                launcher[i] = start
+        target = position[f.end_row[host]]
+        linked = target >= 0
+        # the first flow into an execution wins (written in reverse so earlier ones land last)
+        launcher[target[linked][::-1]] = f.start_row[host][linked][::-1]
     missing = np.flatnonzero(launcher < 0)
     if len(missing):
         _by_correlation(trace, rows, host_tracks, args, launcher, missing)
@@ -144,30 +155,35 @@ def _launchers(trace: Trace, rows: np.ndarray, host_tracks: list[int], args: lis
 def _by_correlation(trace, rows, host_tracks, args, launcher, missing) -> None:
     # one launch may start many executions: a cudaGraphLaunch replays a whole graph of kernels under
     # its correlation id (Kineto then writes one flow start and many ends with the same id)
-    wanted: dict[object, list[int]] = {}
-    for i in missing.tolist():
-        c = args[i].correlation
-        if c is not None:
-            wanted.setdefault(c, []).append(i)
-    if not wanted:
+    wanted = _correlations([args[i] for i in missing.tolist()])
+    if not (wanted >= 0).any():
         return
     host_rows = _rows_of(trace, host_tracks)
     runtime = host_rows[np.isin(trace.slices.cat[host_rows], _string_ids(trace, RUNTIME_CATEGORIES))]
-    for row, a in zip(runtime.tolist(), decode_args(trace.slices.args.raw_many(runtime), LaunchArgs)):
-        for i in wanted.get(a.correlation, ()):
-            if launcher[i] < 0:
-                launcher[i] = row
+    have = _correlations(decode_args(trace.slices.args.raw_many(runtime), LaunchArgs))
+    valid = have >= 0
+    runtime, have = runtime[valid], have[valid]
+    if not len(have):
+        return
+    # the first runtime call (in row order) with each correlation id launched it
+    have, first = np.unique(have, return_index=True)
+    at = np.searchsorted(have, wanted)
+    hit = (wanted >= 0) & (at < len(have)) & (have[np.minimum(at, len(have) - 1)] == wanted)
+    launcher[missing[hit]] = runtime[first[at[hit]]]
 
 
-def _is_copy(name: str, cat: str, args: ExecArgs) -> bool:
-    if cat in MEMORY_CATEGORIES:
-        return True
-    return name.startswith(("Memcpy", "Memset")) and args.neff_id is None
+def _correlations(args) -> np.ndarray:
+    """The integer correlation id of each (-1 where absent or not an integer)."""
+    return np.fromiter((a.correlation if type(a.correlation) is int and a.correlation >= 0 else -1 for a in args),
+                       dtype=np.int64, count=len(args))
 
 
-def _bytes(args: ExecArgs, is_copy: bool) -> int:
-    if args.hbm_read_bytes is not None or args.hbm_write_bytes is not None:
-        return int(args.hbm_read_bytes or 0) + int(args.hbm_write_bytes or 0)
-    if is_copy:
-        return int(args.bytes or 0)
-    return 0
+def _bytes(args: list[ExecArgs], is_copy: np.ndarray) -> np.ndarray:
+    """Bytes each execution moved: HBM reads + writes when recorded (NEFFs), else a copy's size."""
+    n = len(args)
+    read = np.fromiter((a.hbm_read_bytes if a.hbm_read_bytes is not None else -1 for a in args), np.float64, n)
+    write = np.fromiter((a.hbm_write_bytes if a.hbm_write_bytes is not None else -1 for a in args), np.float64, n)
+    size = np.fromiter((a.bytes if a.bytes is not None else 0 for a in args), np.float64, n)
+    recorded = (read >= 0) | (write >= 0)
+    hbm = np.maximum(read, 0) + np.maximum(write, 0)
+    return np.where(recorded, hbm, np.where(is_copy, size, 0)).astype(np.int64)

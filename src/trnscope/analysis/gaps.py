@@ -148,8 +148,8 @@ def _analyse(trace: Trace, keep: int) -> IdleAnalysis:
     if not len(work):
         return result
     window_start, window_end = activity_extent(trace)
-    gaps: list[Gap] = []
-    for index, name in enumerate(work.devices):
+    found = []  # per device: (device index, execution before each gap, execution after it, gap start)
+    for index in range(len(work.devices)):
         mine = np.flatnonzero(work.device == index)
         if not len(mine):
             continue
@@ -166,35 +166,48 @@ def _analyse(trace: Trace, keep: int) -> IdleAnalysis:
         result.outside_ns += window - span
         after = np.flatnonzero(start[1:] > reach[:-1]) + 1
         result.busy_ns += span - int((start[after] - reach[after - 1]).sum())
-        for i in after.tolist():
-            gaps.append(_classify(work, name, mine[holder[i - 1]], mine[i], int(reach[i - 1])))
-    for gap in gaps:
-        result.host_dispatch_ns += gap.host_wait_ns
-        result.launch_ns += gap.launch_ns
-        result.dependency_ns += gap.dependency_ns
-        if gap.cause == UNKNOWN:
-            result.unknown_ns += gap.duration_ns
-    result.gap_count = len(gaps)
-    result.largest = sorted(gaps, key=lambda g: -g.duration_ns)[:keep]
+        found.append((np.full(len(after), index), mine[holder[after - 1]], mine[after], reach[after - 1]))
+    if not found:
+        return result
+    device, before, after, free_at = (np.concatenate(parts) for parts in zip(*found))
+    parts = _causes(work, after, free_at)
+    host, launch, dependency, unknown = parts
+    result.host_dispatch_ns = int(host.sum())
+    result.launch_ns = int(launch.sum())
+    result.dependency_ns = int(dependency.sum())
+    result.unknown_ns = int(unknown.sum())
+    result.gap_count = len(after)
+    duration = work.start[after] - free_at
+    top = np.argsort(-duration, kind="stable")[:keep]
+    result.largest = [_gap(work, int(device[i]), int(before[i]), int(after[i]), int(free_at[i]),
+                           [int(p[i]) for p in parts]) for i in top.tolist()]
     result.regime = regime(result)
     return result
 
 
-def _classify(work: DeviceWork, device: str, before: int, after: int, free_at: int) -> Gap:
-    start = int(work.start[after])
-    submit = int(work.submit[after])
-    common = dict(device=device, track=int(work.track[after]), start_ns=free_at, end_ns=start,
-                  before_row=int(work.rows[before]), after_row=int(work.rows[after]),
-                  after_launcher_row=int(work.launcher[after]))
-    if submit < 0:
-        return Gap(cause=UNKNOWN, host_wait_ns=0, launch_ns=0, dependency_ns=0, **common)
-    gap = start - free_at
-    host = min(max(submit - free_at, 0), gap)
-    launch = min(gap - host, LAUNCH_WINDOW_NS)
-    dependency = gap - host - launch
-    parts = {HOST_DISPATCH: host, LAUNCH: launch, DEPENDENCY: dependency}
-    cause = max(parts, key=lambda k: parts[k])  # ties: the earlier cause in this order
-    return Gap(cause=cause, host_wait_ns=host, launch_ns=launch, dependency_ns=dependency, **common)
+_CAUSES = (HOST_DISPATCH, LAUNCH, DEPENDENCY, UNKNOWN)
+
+
+def _causes(work: DeviceWork, after: np.ndarray, free_at: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(host dispatch, launch latency, dependency, unknown) ns of each gap, from the execution that
+    ends it: submitted after the gap began (host), then up to LAUNCH_WINDOW_NS on its way, the rest
+    waiting on something else; no known launch: all unknown."""
+    gap = work.start[after] - free_at
+    submit = work.submit[after]
+    known = submit >= 0
+    host = np.where(known, np.clip(submit - free_at, 0, gap), 0)
+    launch = np.where(known, np.minimum(gap - host, LAUNCH_WINDOW_NS), 0)
+    dependency = np.where(known, gap - host - launch, 0)
+    return host, launch, dependency, np.where(known, 0, gap)
+
+
+def _gap(work: DeviceWork, device: int, before: int, after: int, free_at: int, parts: list[int]) -> Gap:
+    host, launch, dependency, unknown = parts
+    cause = UNKNOWN if unknown else _CAUSES[int(np.argmax([host, launch, dependency]))]  # ties: the earlier
+    return Gap(device=work.devices[device], track=int(work.track[after]), start_ns=free_at,
+               end_ns=int(work.start[after]), cause=cause, host_wait_ns=host, launch_ns=launch,
+               dependency_ns=dependency, before_row=int(work.rows[before]), after_row=int(work.rows[after]),
+               after_launcher_row=int(work.launcher[after]))
 
 
 def regime(idle: IdleAnalysis) -> str:

@@ -79,7 +79,11 @@ def recommend(x: Inputs, limit: int = 4) -> list[Recommendation]:
 
 
 def _share(fraction: float) -> str:
-    """A share as a percentage that never rounds 99.8% up to a misleading 100% (or 0.4% down to 0%)."""
+    """A share as a percentage that never rounds 99.996% up to a misleading 100% (or 0.004% down to 0%)."""
+    if 0.9999 < fraction < 1:
+        return "over 99.99%"
+    if 0 < fraction < 0.0001:
+        return "under 0.01%"
     if 0 < fraction < 0.01 or 0.99 < fraction < 1:
         return f"{fraction:.2%}" if fraction < 0.001 or fraction > 0.999 else f"{fraction:.1%}"
     return f"{fraction:.0%}"

@@ -135,11 +135,12 @@ def _build(trace: Trace, work: DeviceWork) -> Utilization:
     for index, name in enumerate(work.devices):
         mine = np.flatnonzero(work.device == index)
         if len(mine):
-            result.devices.append(_device_use(trace, work, name, mine))
+            result.devices.append(device_use(trace, work, name, mine))
     return result
 
 
-def _device_use(trace: Trace, work: DeviceWork, name: str, mine: np.ndarray) -> DeviceUse:
+def device_use(trace: Trace, work: DeviceWork, name: str, mine: np.ndarray) -> DeviceUse:
+    """The figures of one device over the executions ``mine`` (indices into ``work``)."""
     start, end, kind = work.start[mine], work.end[mine], work.kind[mine]
     merged = {t: merge_intervals(start[kind == t], end[kind == t]) for t in (*BREAKDOWN_TYPES, OTHER)}
     all_merged = merge_intervals(start, end)
