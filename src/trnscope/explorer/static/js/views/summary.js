@@ -30,8 +30,9 @@ export async function summaryView(main, { id }) {
     metric("Host CPU (self)", fmtTime(h.cpu_self_ns)),
     metric("MFU", fmtPercentValue(d.mfu_percent), "Model FLOPs over peak, time-weighted"),
     metric("MBU", fmtPercentValue(d.mbu_percent), "HBM bytes over peak bandwidth, time-weighted"),
-    metric("HBM traffic", fmtBytes(d.hbm_read_bytes + d.hbm_write_bytes), `read ${fmtBytes(d.hbm_read_bytes)}, write ${fmtBytes(d.hbm_write_bytes)}`),
-    metric("DMA transfers", fmtCount(d.dma_transfers), d.dma_transfers ? `average ${fmtBytes(d.dma_average_bytes)}` : "from NTFF summaries"),
+    neuron || d.hbm_read_bytes + d.hbm_write_bytes ? metric("HBM traffic", fmtBytes(d.hbm_read_bytes + d.hbm_write_bytes),
+      `read ${fmtBytes(d.hbm_read_bytes)}, write ${fmtBytes(d.hbm_write_bytes)}`) : null,
+    neuron ? metric("DMA transfers", fmtCount(d.dma_transfers), d.dma_transfers ? `average ${fmtBytes(d.dma_average_bytes)}` : "from NTFF summaries") : null,
     metric("Copies", fmtBytes(d.copy_bytes), `${fmtCount(d.copies)} copies, ${fmtTime(d.copy_time_ns)}`),
     h.peak_memory_bytes !== null ? metric("Peak memory", fmtBytes(h.peak_memory_bytes), "Highest allocated total of a device") : null);
 
@@ -165,7 +166,8 @@ function deviceUseTable(use) {
       el("td", {}, r.name), el("td.num", {}, fmtTime(r.span_ns)), el("td.num", {}, fmtPct(r.busy)),
       el("td.num", {}, r.device ? fmtPct(r.idle) : ""), el("td.num", {}, r.device ? fmtPct(r.compute) : ""),
       el("td.num", {}, r.device ? fmtPct(r.noncompute) : ""), el("td.num", {}, r.device ? fmtPct(r.overlap) : "")))));
-  const types = use.devices.filter((dev) => Object.keys(dev.kernel_type_shares).length > 0).map((dev) =>
+  // a device that only computed has nothing to break down
+  const types = use.devices.filter((dev) => Object.keys(dev.kernel_type_shares).some((k) => k !== "computation")).map((dev) =>
     el("div.kernel-types", {}, el("span.muted", {}, `${dev.device} kernel types: `),
       Object.entries(dev.kernel_type_shares).map(([k, v]) => el("span.key", {}, `${k} ${fmtPct(v)}`))));
   return el("div", {}, el("div.table-wrap", {}, table), types,
