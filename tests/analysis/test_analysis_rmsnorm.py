@@ -87,8 +87,9 @@ def test_idle_gaps_add_up_and_name_the_cause(naive):
     idle = naive.idle
     shares = idle.to_dict()["shares"]
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9)
-    assert idle.busy_ns + idle.host_dispatch_ns + idle.launch_ns + idle.unknown_ns == idle.span_ns
+    assert idle.busy_ns + idle.host_dispatch_ns + idle.launch_ns + idle.dependency_ns + idle.unknown_ns == idle.span_ns
     assert idle.gap_count >= len(NAIVE_OPS) * CALLS  # one lane, an execution after every gap
+    assert idle.dependency_ns == 0 and idle.unknown_ns == 0  # one core, every launch known
     # dispatch overhead, not the device, sets the pace; whether the host's dispatch or the NEFF launch
     # latency is the larger part depends on how fast this host runs PyTorch's dispatcher
     assert idle.regime in (HOST_BOUND, LAUNCH_BOUND)

@@ -113,7 +113,7 @@ def test_export_round_trips(kineto_dir, tmp_path):
 
 def test_missing_profile_is_a_clear_error(tmp_path):
     code, out = _run(["summary", str(tmp_path / "nope")])
-    assert code == 2 and "no such profile or trace" in out
+    assert code == 2 and "no such profile or trace" in " ".join(out.split())
 
 
 def test_view_on_a_busy_port_fails_before_serving(tmp_path):

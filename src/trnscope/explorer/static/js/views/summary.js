@@ -87,6 +87,7 @@ export async function summaryView(main, { id }) {
     className: "gaps-table",
   });
 
+  const limitOf = Object.fromEntries((s.kernel_limits || []).map((k) => [k.neff_id, k]));
   const neffs = new DataTable({
     columns: [
       { key: "name", title: neuron ? "NEFF" : "Kernel" },
@@ -97,7 +98,8 @@ export async function summaryView(main, { id }) {
       { key: "mfu_percent", title: "MFU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "dma_average_bytes", title: "Avg DMA", align: "right", format: (v) => (v ? fmtBytes(v) : "–") },
-      { key: "bottleneck", title: "Bottleneck" },
+      { key: "bottleneck", title: "Busiest engine" },
+      { key: "limiter", title: "Limiter", value: (r) => (limitOf[r.neff_id] ? limitOf[r.neff_id].limiter : "–") },
       { key: "links", title: "", value: () => "", format: (v, r) => el("span", {}, Object.keys(r.ntff || {}).map((nc) =>
         el("button.small.device-link", { onclick: () => go(deviceHash(id, { neff_id: r.neff_id, nc })) }, `Device trace NC ${nc}`))) },
     ],
