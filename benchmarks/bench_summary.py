@@ -41,8 +41,8 @@ def json_size(path: Path) -> int:
         return struct.unpack("<I", handle.read(4))[0]
 
 
-def measure(cmd: list[str], env: dict) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one fresh process."""
+def measure(cmd: list[str], env: dict) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds) of one fresh process."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -52,7 +52,7 @@ def measure(cmd: list[str], env: dict) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} failed ({proc.returncode}): {err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -70,20 +70,21 @@ def main() -> int:
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     env.pop("TRNSCOPE_NO_DEVICE", None)
     print(f"load average at start: {os.getloadavg()[0]:.2f}; best of {args.repeat} interleaved runs each")
-    print(f"{'trace':44s} {'MB':>6s} | {'trnscope s':>10s} {'MB':>6s} | {'HTA load s':>10s} {'MB':>6s} | "
-          f"{'speed-up':>8s} {'memory':>7s}")
+    print(f"{'trace':44s} {'MB':>6s} | {'trnscope s':>10s} {'CPU s':>6s} {'MB':>6s} | {'HTA load s':>10s} "
+          f"{'CPU s':>6s} {'MB':>6s} | {'speed-up':>8s} {'CPU':>6s} {'memory':>7s}")
     failed = False
     for path in traces:
         ours, hta = [], []
         for _ in range(args.repeat):
             hta.append(measure([hta_python, "-c", HTA_LOAD, str(path)], env))
             ours.append(measure([sys.executable, "-m", "trnscope", "summary", str(path)], env))
-        (t_ours, m_ours), (t_hta, m_hta) = min(ours), min(hta)
-        m_ours, m_hta = min(m for _, m in ours), min(m for _, m in hta)
+        t_ours, t_hta = min(r[0] for r in ours), min(r[0] for r in hta)
+        m_ours, m_hta = min(r[1] for r in ours), min(r[1] for r in hta)
+        c_ours, c_hta = min(r[2] for r in ours), min(r[2] for r in hta)
         speed, memory = t_hta / t_ours, m_ours / m_hta
         failed |= speed < 5 or memory > 1 / 3
-        print(f"{path.name[:44]:44s} {json_size(path) / 1e6:6.1f} | {t_ours:10.2f} {m_ours:6.0f} | {t_hta:10.2f} "
-              f"{m_hta:6.0f} | {speed:7.1f}x {memory:7.2f}")
+        print(f"{path.name[:44]:44s} {json_size(path) / 1e6:6.1f} | {t_ours:10.2f} {c_ours:6.2f} {m_ours:6.0f} | "
+              f"{t_hta:10.2f} {c_hta:6.2f} {m_hta:6.0f} | {speed:7.1f}x {c_hta / c_ours:5.1f}x {memory:7.2f}")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
     print("targets: >= 5x faster and <= 0.33 of the memory:", "missed" if failed else "met")
     return 0

@@ -62,6 +62,7 @@ class KernelLimit:
     limiter: str
     far_below_roofline: bool
     explanation: str
+    position: str = ""  # "near" its roofline (>= 60% of a roof), "below" (>= 30%), "far below"
     evidence: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -69,6 +70,14 @@ class KernelLimit:
 
 
 def kernel_limit(neff: NeffStat, profile: Profile | None = None) -> KernelLimit:
+    limit = _kernel_limit(neff, profile)
+    if limit.mfu_percent is not None and limit.mbu_percent is not None:
+        best = max(limit.mfu_percent, limit.mbu_percent)
+        limit.position = "near" if best >= NEAR_ROOF_PERCENT else "below" if best >= FAR_BELOW_PERCENT else "far below"
+    return limit
+
+
+def _kernel_limit(neff: NeffStat, profile: Profile | None) -> KernelLimit:
     mfu, mbu = neff.mfu_percent, neff.mbu_percent
     common = dict(neff_id=neff.neff_id, name=neff.name, ops=list(neff.framework_ops),
                   device_time_ns=neff.device_time_ns, executions=neff.executions, mfu_percent=mfu, mbu_percent=mbu)

@@ -24,7 +24,7 @@ from .device_kind import CUDA, NEURON, ROCM, DeviceKind
 from .device_work import DeviceWork
 from .kernel_names import short_kernel_name
 from .gaps import DEPENDENCY_BOUND, HOST_BOUND, LAUNCH_BOUND, IdleAnalysis
-from .limiter import COMPUTE, DESCRIPTORS, DMA_QUEUES, HBM, LATENCY, KernelLimit
+from .limiter import DESCRIPTORS, DMA_QUEUES, HBM, LATENCY, NEAR_ROOF_PERCENT, KernelLimit
 from .ops import OpTable
 from .utilization import Utilization
 
@@ -256,9 +256,14 @@ def _hbm_bound(x: Inputs):
                   "(a fused op, or torch.compile(backend=\"neuron\")), and avoid materialising broadcasts.")
         impact = share * busy * 0.5
     else:
-        advice = ("It is a single kernel already (nothing left to fuse within this profile): it runs as fast as its "
-                  "bytes allow. Only fewer bytes help: a narrower dtype (bfloat16), or fusing it with its neighbours "
-                  "in the model.")
+        mbu = bound[0].mbu_percent or 0.0
+        if mbu >= NEAR_ROOF_PERCENT:
+            speed = "it runs as fast as its bytes allow"
+        else:
+            speed = (f"it moves each byte once at {mbu:.0f}% of HBM bandwidth; the rest is its fixed costs (DMA "
+                     f"setup, pipeline fill), which larger tensors or batches amortise")
+        advice = (f"It is a single kernel already (nothing left to fuse within this profile): {speed}. Only fewer "
+                  f"bytes help beyond that: a narrower dtype (bfloat16), or fusing it with its neighbours in the model.")
         impact = share * busy * 0.25
     return Recommendation(
         rule="hbm_bound", severity=_severity(impact), impact=impact,

@@ -178,7 +178,7 @@ def _print_limits(console: Console, a, wide: bool) -> None:
     rows = []
     for k in a.kernel_limits:
         label = f"{', '.join(k.ops)} ({k.name})" if k.ops else k.name
-        position = "far below" if k.far_below_roofline else "partly" if k.limiter.endswith("(partly)") else "near"
+        position = k.position or "-"
         rows.append([label, f"{duration(k.device_time_ns)} ({percent(k.device_time_ns / total, 0)})",
                      percent((k.mfu_percent or 0) / 100), percent((k.mbu_percent or 0) / 100), position,
                      k.limiter.replace(" (partly)", "")])
@@ -226,8 +226,9 @@ def _print_recommendations(console: Console, a) -> None:
         line.append(r.severity, style={"high": "bold red", "medium": "yellow", "low": "cyan"}.get(r.severity, ""))
         line.append(f": {r.title}.", style="bold")
         console.print(line, highlight=False)
-        console.print(Padding(Text(r.detail), (0, 0, 0, 3)), highlight=False)
-        console.print(Padding(Text(f"evidence: {_evidence(r.evidence)}", style="dim"), (0, 0, 0, 3)), highlight=False)
+        console.print(Padding(Text(r.detail), (0, 0, 0, 3), expand=False), highlight=False)
+        console.print(Padding(Text(f"evidence: {_evidence(r.evidence)}", style="dim"), (0, 0, 0, 3), expand=False),
+                      highlight=False)
 
 
 def _evidence(evidence: dict, limit: int = 240) -> str:
