@@ -71,11 +71,11 @@ def _build(trace: Trace) -> DeviceWork:
     submit = np.where(launcher >= 0, s.ts_ns[np.maximum(launcher, 0)], -1)
     n = len(rows)
     # what depends on the name and category only is worked out once per distinct pair
-    pairs, pair_of = np.unique(np.stack([s.name[rows], s.cat[rows]]), axis=1, return_inverse=True) if n else \
-        (np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int64))
+    width = int(s.cat[rows].max()) + 1 if n else 1
+    keys, pair_of = np.unique(s.name[rows].astype(np.int64) * width + s.cat[rows], return_inverse=True)
     pair_of = pair_of.reshape(-1)
-    pair_names = [trace.strings[int(i)] for i in pairs[0]]
-    pair_cats = [trace.strings[int(i)] for i in pairs[1]]
+    pair_names = [trace.strings[int(i)] for i in keys // width]
+    pair_cats = [trace.strings[int(i)] for i in keys % width]
     memory_cat = np.array([c in MEMORY_CATEGORIES for c in pair_cats], dtype=bool)
     copy_named = np.array([nm.startswith(("Memcpy", "Memset")) for nm in pair_names], dtype=bool)
     has_neff = np.fromiter((a.neff_id is not None for a in args), dtype=bool, count=n)
