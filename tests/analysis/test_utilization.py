@@ -169,3 +169,19 @@ def test_memory_events_become_a_timeline_per_device(tmp_path):
     assert cuda.peak_bytes == 5120 and cuda.allocations == 2 and cuda.frees == 1 and cuda.reserved.max() == 8192
     assert a.memory.series("cpu").peak_bytes == 512
     assert a.headline()["peak_memory_bytes"] == 5120  # the accelerator's, not the host's
+
+
+def test_memory_timeline_of_a_real_cpu_profile(tmp_path):
+    """torch.profiler(profile_memory=True) on the CPU: the allocator's own [memory] events."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        a = torch.ones(512, 1024)  # 2 MiB
+        b = a * 2  # 2 MiB more, at once
+        del a, b
+    path = tmp_path / "memory.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    cpu = ProfileAnalysis(load_profile(path)).memory.series("cpu")
+    assert cpu is not None and cpu.peak_bytes >= 4 * 2**20
+    assert cpu.allocations >= 2 and cpu.frees >= 2 and cpu.allocated[-1] < cpu.peak_bytes
