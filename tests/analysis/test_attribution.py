@@ -7,9 +7,8 @@ containment and draw as stacks."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from synthetic import HOST_PID, HOST_TID, KinetoBuilder
+from synthetic import KinetoBuilder
 
 from trnscope.analysis import ProfileAnalysis, load_profile
 

@@ -4,8 +4,6 @@ their roofline, and evidence figures on every finding."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 

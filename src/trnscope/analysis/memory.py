@@ -102,7 +102,7 @@ _CACHE: "weakref.WeakKeyDictionary[Trace, MemoryTimeline]" = weakref.WeakKeyDict
 def memory_timeline(trace: Trace) -> MemoryTimeline:
     found = _CACHE.get(trace)
     if found is None:
-        found = _CACHE[trace] = MemoryTimeline(devices=_from_events(trace) + [])
+        found = _CACHE[trace] = MemoryTimeline(devices=_from_events(trace))
         known = {d.device for d in found.devices}
         found.devices += [s for s in _from_hbm_counters(trace) if s.device not in known]
     return found
