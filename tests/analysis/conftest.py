@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from rmsnorm_profiles import rmsnorm_large_profiles, rmsnorm_profiles, torch_available
+from stack_profile import training_step_profile, with_stack_compiled_profile
 
 KINETO = Path(__file__).resolve().parents[2].parent / "shared/data/kineto-traces"
 
@@ -30,6 +31,22 @@ def rmsnorm_large(tmp_path_factory) -> dict[str, Path]:
     if not torch_available():
         pytest.skip("recording profiles needs torch")
     return rmsnorm_large_profiles(shared_tmp(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def with_stack_profile(tmp_path_factory) -> Path:
+    """A torch.compile(backend="neuron") profile recorded with with_stack=True (3 steps)."""
+    if not torch_available():
+        pytest.skip("recording profiles needs torch")
+    return with_stack_compiled_profile(shared_tmp(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def train_profile(tmp_path_factory) -> Path:
+    """nn.Linear(1024, 1024) forward, backward and an SGD step, twice, on the emulated device."""
+    if not torch_available():
+        pytest.skip("recording profiles needs torch")
+    return training_step_profile(shared_tmp(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

@@ -87,8 +87,9 @@ def test_idle_gaps_add_up_and_name_the_cause(naive):
     idle = naive.idle
     shares = idle.to_dict()["shares"]
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9)
-    assert idle.busy_ns + idle.host_dispatch_ns + idle.launch_ns + idle.unknown_ns == idle.span_ns
+    assert idle.busy_ns + idle.host_dispatch_ns + idle.launch_ns + idle.dependency_ns + idle.unknown_ns == idle.span_ns
     assert idle.gap_count >= len(NAIVE_OPS) * CALLS  # one lane, an execution after every gap
+    assert idle.dependency_ns == 0 and idle.unknown_ns == 0  # one core, every launch known
     # dispatch overhead, not the device, sets the pace: the host submits a kernel every 13 us
     # (modelled), faster than the 20 us launch latency, so every gap opens with the next NEFF already
     # submitted (launch latency), and together they are more than a third of the device's span

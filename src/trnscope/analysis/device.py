@@ -78,6 +78,7 @@ class DeviceSummary:
     bottleneck_time_ns: dict[str, int] = field(default_factory=dict)  # bottleneck -> kernel time
     neffs: list[NeffStat] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # NTFFs that could not be read
+    target: str | None = None  # the Neuron target the NTFFs were simulated for (trn1, trn2)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,10 +106,10 @@ def _from_trace(trace: Trace, work: DeviceWork) -> DeviceSummary:
     )
     summary.mfu_percent = _time_weighted(work, kernels, "mfu_estimated_percent")
     summary.mbu_percent = _time_weighted(work, kernels, "mbu_estimated_percent")
-    summary.hbm_read_bytes = sum(int(a.get("hbm_read_bytes") or 0) for a in work.args)
-    summary.hbm_write_bytes = sum(int(a.get("hbm_write_bytes") or 0) for a in work.args)
+    summary.hbm_read_bytes = sum(int(a.hbm_read_bytes or 0) for a in work.args)
+    summary.hbm_write_bytes = sum(int(a.hbm_write_bytes or 0) for a in work.args)
     for i in np.flatnonzero(kernels).tolist():
-        key = str(work.args[i].get("bottleneck") or "")
+        key = str(work.args[i].bottleneck or "")
         if key:
             summary.bottleneck_time_ns[key] = summary.bottleneck_time_ns.get(key, 0) + int(duration[i])
     summary.neffs = _neff_stats_from_trace(trace, work)
@@ -117,7 +118,7 @@ def _from_trace(trace: Trace, work: DeviceWork) -> DeviceSummary:
 
 def _time_weighted(work: DeviceWork, mask: np.ndarray, key: str) -> float | None:
     chosen = np.flatnonzero(mask)
-    values = [work.args[i].get(key) for i in chosen.tolist()]
+    values = [getattr(work.args[i], key) for i in chosen.tolist()]
     if not values or any(v is None for v in values):
         return None
     weights = (work.end - work.start)[chosen].astype(np.float64)
@@ -130,30 +131,30 @@ def _neff_stats_from_trace(trace: Trace, work: DeviceWork) -> list[NeffStat]:
     names = trace.slice_names(work.rows)
     for i in np.flatnonzero(~work.is_copy).tolist():
         args = work.args[i]
-        neff_id = args.get("neff_id")
+        neff_id = args.neff_id
         if neff_id is None:
             continue
         stat = stats.get(str(neff_id))
         if stat is None:
             stat = stats[str(neff_id)] = NeffStat(
-                neff_id=str(neff_id), name=str(args.get("neff_name") or names[i]), executions=0, device_time_ns=0,
-                framework_ops=[], cores=[], ntff={}, bottleneck=str(args.get("bottleneck") or ""),
-                mfu_percent=args.get("mfu_estimated_percent"), mbu_percent=args.get("mbu_estimated_percent"),
-                instruction_count=int(args.get("instructions") or 0),
+                neff_id=str(neff_id), name=str(args.neff_name or names[i]), executions=0, device_time_ns=0,
+                framework_ops=[], cores=[], ntff={}, bottleneck=str(args.bottleneck or ""),
+                mfu_percent=args.mfu_estimated_percent, mbu_percent=args.mbu_estimated_percent,
+                instruction_count=int(args.instructions or 0),
             )
         stat.executions += 1
         stat.device_time_ns += int(work.end[i] - work.start[i])
         stat.hbm_bytes += int(work.bytes[i])
-        op = args.get("op")
+        op = args.op
         if op and op not in stat.framework_ops:
             stat.framework_ops.append(str(op))
-        core = args.get("device")
+        core = args.device
         if isinstance(core, int):
             if core not in stat.cores:
                 stat.cores.append(core)
             stat.executions_by_core[core] = stat.executions_by_core.get(core, 0) + 1
-        if args.get("ntff") and isinstance(core, int):
-            stat.ntff[core] = str(args["ntff"])
+        if args.ntff and isinstance(core, int):
+            stat.ntff[core] = str(args.ntff)
     return sorted(stats.values(), key=lambda s: -s.device_time_ns)
 
 
@@ -179,6 +180,7 @@ def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> Non
         if runs == 0:
             continue
         seen = True
+        summary.target = summary.target or header.get("target")
         s = header.get("summary") or {}
         total = float(s.get("total_time_ns") or 0.0)
         weighted_time += runs * total

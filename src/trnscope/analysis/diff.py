@@ -16,12 +16,14 @@ from .summary import ProfileAnalysis
 OP_METRICS = ("calls", "cpu_total_ns", "cpu_self_ns", "device_total_ns", "device_self_ns", "dispatches", "bytes")
 SUMMARY_METRICS = (
     ("wall_ns", "Wall time (recorded activity)"),
-    ("device_time_ns", "Device time"),
+    ("busy_ns", "Device busy (any stream)"),
+    ("device_time_ns", "Device time (sum of executions)"),
     ("executions", "Device executions"),
     ("dispatches", "Kernel dispatches"),
     ("programs", "Distinct NEFFs / kernels"),
     ("cpu_self_ns", "Host CPU time (self)"),
     ("busy_share", "Device busy share of its span"),
+    ("window_busy_share", "Device busy share of the window"),
     ("mfu_percent", "MFU %"),
     ("mbu_percent", "MBU %"),
     ("hbm_bytes", "HBM traffic (bytes)"),
@@ -73,8 +75,9 @@ def _summary_values(analysis: ProfileAnalysis) -> dict:
     headline = analysis.headline()
     device, idle = analysis.device, analysis.idle
     return {
-        **{k: headline.get(k) for k in ("wall_ns", "device_time_ns", "executions", "dispatches", "programs",
-                                        "cpu_self_ns", "busy_share", "mfu_percent", "mbu_percent")},
+        **{k: headline.get(k) for k in ("wall_ns", "busy_ns", "device_time_ns", "executions", "dispatches", "programs",
+                                        "cpu_self_ns", "busy_share", "window_busy_share", "mfu_percent",
+                                        "mbu_percent")},
         "hbm_bytes": device.hbm_read_bytes + device.hbm_write_bytes,
         "idle_ns": idle.idle_ns,
         "launch_overhead_share": idle.launch_overhead_share if idle.span_ns else None,

@@ -37,10 +37,13 @@ RUNTIME_CATEGORIES = frozenset({
     "cuda_runtime", "cuda_driver", "privateuse1_runtime", "hip_runtime", "xpu_runtime", "mtia_runtime",
     "cuda_sync",
 })
+# CUPTI synchronisation records on a device lane: a host call waiting, not device work.
+SYNC_CATEGORIES = frozenset({"cuda_sync"})
 # Python stack frames (with_stack=True): part of the call tree, not operators.
 FRAME_CATEGORIES = frozenset({"python_function"})
-# Device spans that wrap kernels rather than being executions themselves.
-DEVICE_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation"})
+# Device spans that wrap kernels rather than being executions themselves: annotation ranges, and
+# CUPTI range-profiler ranges (kernels replayed for counters; their times are not execution times).
+DEVICE_ANNOTATION_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_profiler_range"})
 
 _NC = re.compile(r"\bNC:?(\d+)")
 # The framework trace names each NeuronCore's device process "neuron:<n>" (as Kineto names GPUs).

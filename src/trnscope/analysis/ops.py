@@ -93,7 +93,7 @@ def op_table(trace: Trace) -> OpTable:
     first_row = np.full(len(unique_names), -1, dtype=np.int64)
     first_row[inverse[::-1]] = listed[::-1]  # the earliest row of each name wins
 
-    device = _device_attribution(trace, work, is_frame, is_runtime)
+    device, owner_of = _device_attribution(trace, work, is_frame, is_runtime)
     rows = []
     for i, name_id in enumerate(unique_names.tolist()):
         name = trace.strings[name_id]
@@ -107,7 +107,7 @@ def op_table(trace: Trace) -> OpTable:
         ))
     rows.sort(key=lambda r: (-r.device_self_ns, -r.cpu_total_ns, r.name))
     return OpTable(
-        ops=rows, kernels=_kernel_rows(trace, work),
+        ops=rows, kernels=_kernel_rows(trace, work, owner_of),
         cpu_self_total_ns=int(cpu_self.sum()), device_total_ns=int((work.end - work.start).sum()),
     )
 
@@ -133,8 +133,11 @@ def _child_time(trace: Trace, host: np.ndarray) -> np.ndarray:
     return np.bincount(s.parent[children], weights=s.dur_ns[children], minlength=len(s)).astype(np.int64)
 
 
-def _device_attribution(trace: Trace, work: DeviceWork, is_frame: np.ndarray, is_runtime: np.ndarray) -> dict:
-    """name id -> {total, self, dispatches, programs, bytes} over the device executions."""
+def _device_attribution(trace: Trace, work: DeviceWork, is_frame: np.ndarray,
+                        is_runtime: np.ndarray) -> tuple[dict, np.ndarray]:
+    """(name id -> {total, self, dispatches, programs, bytes} over the device executions, and per
+    execution its owning op: the nearest slice at or above its launcher that is neither a runtime
+    call nor a Python frame, -1 when there is none or the launch is unknown)."""
     s = trace.slices
     known = np.flatnonzero(work.launcher >= 0)
     duration = work.end - work.start
@@ -153,6 +156,8 @@ def _device_attribution(trace: Trace, work: DeviceWork, is_frame: np.ndarray, is
         take = (owner[idx] < 0) & counted & ~is_runtime[rows]
         owner[idx[take]] = rows[take]
         current[idx] = s.parent[rows]
+    owner_of = np.full(len(work), -1, dtype=np.int64)
+    owner_of[known] = owner
     owner = np.where(owner >= 0, owner, work.launcher[known])
     out: dict[int, dict] = {}
 
@@ -175,8 +180,8 @@ def _device_attribution(trace: Trace, work: DeviceWork, is_frame: np.ndarray, is
             entry["total"] += int(duration[chosen].sum())
             entry["dispatches"] += int(len(chosen))
             entry["bytes"] += int(work.bytes[chosen].sum())
-            entry["programs"].update(str(p) for p in work.program[chosen[~work.is_copy[chosen]]])
-    return out
+            entry["programs"].update(work.program[chosen[~work.is_copy[chosen]]].tolist())
+    return out, owner_of
 
 
 def _group(keys: np.ndarray, values: np.ndarray):
@@ -190,53 +195,56 @@ def _group(keys: np.ndarray, values: np.ndarray):
         yield int(chunk_keys[0]), chunk
 
 
-def _kernel_rows(trace: Trace, work: DeviceWork) -> list[KernelRow]:
+def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray) -> list[KernelRow]:
     if not len(work):
         return []
-    names = trace.slice_names(work.rows)
-    duration = work.end - work.start
-    launch_op = _launching_ops(trace, work)
-    groups: dict[str, list[int]] = {}
-    for i, name in enumerate(names.tolist()):
-        groups.setdefault(str(name), []).append(i)
+    s = trace.slices
+    names, group = np.unique(s.name[work.rows], return_inverse=True)
+    group = group.reshape(-1)
+    count = len(names)
+    duration = (work.end - work.start).astype(np.int64)
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(count))
+    first = order[starts]  # the earliest execution of each name
+    total = np.bincount(group, weights=duration, minlength=count)
+    low = np.minimum.reduceat(duration[order], starts)
+    high = np.maximum.reduceat(duration[order], starts)
+    moved = np.bincount(group, weights=work.bytes, minlength=count)
+    launch_ops = _launching_op_names(trace, work, owner_of)
+    ops_of: list[set] = [set() for _ in range(count)]
+    for g, op in {(int(g), op) for g, op in zip(group.tolist(), launch_ops) if op}:
+        ops_of[g].add(op)
+    mfu = _weighted(work, group, count, "mfu_estimated_percent", duration)
+    mbu = _weighted(work, group, count, "mbu_estimated_percent", duration)
+    calls = np.bincount(group, minlength=count)
     out = []
-    for name, members in groups.items():
-        m = np.asarray(members)
-        d = duration[m]
-        args = work.args[members[0]]
-        weights = d.astype(np.float64)
+    for g in range(count):
+        i = int(first[g])
         out.append(KernelRow(
-            name=name, program=str(work.program[members[0]]), calls=len(members), device_total_ns=int(d.sum()),
-            device_min_ns=int(d.min()), device_max_ns=int(d.max()), bytes=int(work.bytes[m].sum()),
-            is_copy=bool(work.is_copy[members[0]]), ops=sorted({launch_op[i] for i in members if launch_op[i]}),
-            mfu_percent=_weighted(work, members, "mfu_estimated_percent", weights),
-            mbu_percent=_weighted(work, members, "mbu_estimated_percent", weights),
-            bottleneck=str(args.get("bottleneck") or ""), first_row=int(work.rows[members[0]]),
+            name=trace.strings[int(names[g])], program=str(work.program[i]), calls=int(calls[g]),
+            device_total_ns=int(total[g]), device_min_ns=int(low[g]), device_max_ns=int(high[g]),
+            bytes=int(moved[g]), is_copy=bool(work.is_copy[i]), ops=sorted(ops_of[g]), mfu_percent=mfu[g],
+            mbu_percent=mbu[g], bottleneck=str(work.args[i].bottleneck or ""), first_row=int(work.rows[i]),
         ))
     out.sort(key=lambda k: -k.device_total_ns)
     return out
 
 
-def _weighted(work: DeviceWork, members: list[int], key: str, weights: np.ndarray) -> float | None:
-    values = [work.args[i].get(key) for i in members]
-    if any(v is None for v in values):
-        return None
-    total = weights.sum()
-    return float(np.dot(np.asarray(values, dtype=np.float64), weights) / total) if total else float(values[0])
+def _weighted(work: DeviceWork, group: np.ndarray, count: int, key: str, weights: np.ndarray) -> list[float | None]:
+    """Per group the duration-weighted mean of an execution arg; None when any execution lacks it."""
+    values = np.fromiter((v if (v := getattr(a, key)) is not None else np.nan for a in work.args), np.float64,
+                         len(work.args))
+    missing = np.bincount(group, weights=np.isnan(values), minlength=count) > 0
+    w = weights.astype(np.float64)
+    total = np.bincount(group, weights=w, minlength=count)
+    dot = np.bincount(group, weights=np.nan_to_num(values) * w, minlength=count)
+    first = np.full(count, np.nan)
+    first[group[::-1]] = values[::-1]
+    return [None if missing[g] else float(dot[g] / total[g]) if total[g] else float(first[g]) for g in range(count)]
 
 
-def _launching_ops(trace: Trace, work: DeviceWork) -> list[str]:
-    """Per execution: the framework op named in its args (Neuron), else the op above its launcher."""
-    s = trace.slices
-    frame_ids = set(_ids(trace, FRAME_CATEGORIES).tolist()) | set(_ids(trace, RUNTIME_CATEGORIES).tolist())
-    out = []
-    for i, launcher in enumerate(work.launcher.tolist()):
-        named = work.args[i].get("op") or work.args[i].get("framework_op")
-        if named:
-            out.append(str(named))
-            continue
-        row = int(s.parent[launcher]) if launcher >= 0 else -1
-        while row >= 0 and int(s.cat[row]) in frame_ids:
-            row = int(s.parent[row])
-        out.append(trace.strings[int(s.name[row])] if row >= 0 else "")
-    return out
+def _launching_op_names(trace: Trace, work: DeviceWork, owner_of: np.ndarray) -> list[str]:
+    """Per execution: the framework op named in its args (Neuron), else its owning op's name."""
+    names = trace.strings.lookup(trace.slices.name[np.maximum(owner_of, 0)]).tolist() if len(owner_of) else []
+    return [str(a.op or a.framework_op) if (a.op or a.framework_op) else (name if owner >= 0 else "")
+            for a, name, owner in zip(work.args, names, owner_of.tolist())]

@@ -148,4 +148,4 @@ _NOTABLE = {
 
 
 def _diagnostics(trace: Trace) -> list[str]:
-    return [f"{count} {_NOTABLE[key]}" for key, count in trace.diagnostics.items() if key in _NOTABLE and count]
+    return [f"{count:,} {_NOTABLE[key]}" for key, count in trace.diagnostics.items() if key in _NOTABLE and count]

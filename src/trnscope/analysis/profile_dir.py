@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+from ..trace.arrow import pa, pq
 
 MANIFEST = "manifest.json"
 FRAMEWORK_TRACE = "trace.json"

@@ -40,8 +40,8 @@ import orjson
 from .. import __version__
 from ..trace import Trace, TraceFormatError, load_parquet, save_parquet
 
-# Bump when the way the analysis layer builds traces changes (e.g. how profile files are merged).
-_BUILD_VERSION = 1
+# Bump when the way traces are built changes (how profile files are merged, how slices nest).
+_BUILD_VERSION = 2  # 2: slices nest by containment (with_stack traces), so cached depths and parents changed
 MARKER = "complete.json"
 STAGING_PREFIX = ".building-"
 # A staging folder this old belongs to a writer that died (a live one finishes in seconds).

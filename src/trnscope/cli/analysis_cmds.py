@@ -1,70 +1,260 @@
 """``trnscope summary``, ``trnscope diff`` and ``trnscope export``: the analysis library in the
-terminal (rich tables, or ``--json``) and one Chrome JSON with every lane for Perfetto. None of
-them imports torch."""
+terminal (rich tables that fit the terminal, or ``--json``) and one Chrome JSON with every lane for
+Perfetto. None of them imports torch; each imports what it needs when it runs.
+
+Names from a trace (op and kernel names such as ``[param|cuda]``) are printed as text, never as
+rich markup.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+
+from .format import count, duration, human_bytes, percent, ratio, signed
+from .tables import grid as _grid
+
+# columns of the operator table, with the narrowest terminal each needs to be shown
+_OP_COLUMNS = (("calls", 0), ("CPU self", 100), ("CPU total", 0), ("device self", 0), ("device total", 0),
+               ("dispatches", 90))
 
 from .. import hosttime
 
 
-def _analysis(path: Path):
+def _load(path: Path):
     from ..analysis import ProfileAnalysis, ProfileError, load_profile
 
-    if not path.exists():
-        raise ValueError(f"{path}: no such profile or trace")
     try:
         return ProfileAnalysis(load_profile(path))
     except ProfileError as exc:
         raise ValueError(str(exc)) from None
 
 
-def _us(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e3:,.1f} us"
+def _targets(path: Path) -> tuple[list[tuple[str | None, Path]], bool]:
+    """What to summarise: ([(name, path)], whether a folder was searched). The profile or trace
+    itself, or every profile and trace under a folder, named as the explorer names them."""
+    from ..analysis.profile import detect_kind
+
+    if not path.exists():
+        raise ValueError(f"{path}: no such profile or trace")
+    if path.is_file() or detect_kind(path) is not None:
+        return [(None, path)], False
+    from ..explorer.catalog import Catalog
+
+    entries = Catalog([path]).entries()
+    if not entries:
+        raise ValueError(f"{path}: no profiles or traces in this folder. Pass a trnscope profile directory, a "
+                         f"folder holding profiles (such as the one `trnscope demo` writes), or a torch.profiler "
+                         f"trace (.json / .json.gz)")
+    return [(e.display_name, e.path) for e in entries], True
+
+
+def _write_json(data) -> None:
+    import orjson
+
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+                                  | orjson.OPT_NON_STR_KEYS, default=str).decode())
+    sys.stdout.write("\n")
+
+
+def _text(value):
+    from rich.text import Text
+
+    return Text(str(value))
 
 
 class SummaryCommand:
     name = "summary"
-    help = "a profile's (or Kineto trace's) device summary, top operators and recommendations"
+    help = "a profile's (or Kineto trace's) device use, idle time, top operators and recommendations"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("profile", type=Path, help="a profile directory or a trace file")
+        parser.add_argument("profile", type=Path,
+                            help="a profile directory, a folder of profiles (each is summarised) or a trace file")
         parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-        parser.add_argument("--top", type=int, default=12, help="operators to list")
+        parser.add_argument("--top", type=int, default=12, help="operators to list (default 12)")
+        parser.add_argument("--wide", action="store_true", help="full names, whatever the terminal's width")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
-        a = _analysis(args.profile)
+        targets, searched = _targets(args.profile)
         if args.json:
-            data = a.to_dict()
-            data["ops"] = [vars(o) for o in a.ops.ops[: args.top]]
-            console.print_json(json.dumps(data, default=str))
+            out = []
+            for name, path in targets:
+                a = _load(path)
+                data = a.to_dict()
+                data["name"] = name or a.profile.name
+                data["path"] = str(path)
+                data["ops"] = [vars(o) for o in a.ops.ops[: args.top]]
+                out.append(data)
+            _write_json(out if searched else out[0])
             return 0
-        h = a.headline()
-        console.rule(f"{a.profile.name} ({a.profile.kind})")
-        console.print(f"wall {_us(h['wall_ns'])}, device time {_us(h['device_time_ns'])} in {h['executions']} "
-                      f"executions ({h['dispatches']} kernel dispatches, {h['programs']} distinct NEFFs/kernels); "
-                      f"regime: {h['regime']}")
-        if h.get("mfu_percent") is not None:
-            console.print(f"MFU {h['mfu_percent']:.1f}%  MBU {h['mbu_percent'] or 0:.1f}%")
-        if a.profile.kind == "neuron":
-            console.print(f"target {h.get('target') or 'unknown'}; host time {hosttime.describe(h.get('host_time'))}",
-                          markup=False, highlight=False)
-        t = Table(title="operators")
-        for col in ("operator", "calls", "CPU self", "CPU total", "device self", "device total", "dispatches"):
-            t.add_column(col, justify="left" if col == "operator" else "right", no_wrap=True)
-        for o in a.ops.ops[: args.top]:
-            t.add_row(o.name, str(o.calls), _us(o.cpu_self_ns), _us(o.cpu_total_ns), _us(o.device_self_ns),
-                      _us(o.device_total_ns), str(o.dispatches))
-        console.print(t)
-        for r in a.recommendations:
-            console.print(f"[bold]{r.severity}[/]: {r.title}. {r.detail}")
+        if searched:
+            console.print(_text(f"{len(targets)} profile(s) under {args.profile}"), highlight=False)
+        for name, path in targets:
+            a = _load(path)
+            _print_summary(console, name or a.profile.name, a, args.top, args.wide)
         return 0
+
+
+def _print_summary(console: Console, name: str, a, top: int, wide: bool) -> None:
+    from rich.rule import Rule
+    from rich.text import Text
+
+    h = a.headline()
+    idle = a.idle
+    console.print(Rule(Text(f"{name} ({a.profile.kind} · {h['device_label']})"), style="dim"))
+    line = (f"Window {duration(h['wall_ns'])}; device busy {duration(idle.busy_ns)} in {count(h['executions'])} "
+            f"executions ({count(h['dispatches'])} kernel dispatches, {count(h['programs'])} distinct "
+            f"{'NEFFs' if h['device_kind'] == 'neuron' else 'kernels'}); regime: {h['regime']}")
+    console.print(Text(line), highlight=False)
+    if a.profile.kind == "neuron":
+        console.print(Text(f"target {h.get('target') or 'unknown'}; host time {hosttime.describe(h.get('host_time'))}"),
+                      highlight=False)
+    figures = []
+    if h.get("mfu_percent") is not None:
+        figures.append(f"MFU {h['mfu_percent']:.1f}%  MBU {h['mbu_percent'] or 0:.1f}%")
+    moved = a.device.hbm_read_bytes + a.device.hbm_write_bytes
+    if moved:
+        figures.append(f"HBM traffic {human_bytes(moved)}")
+    if a.memory.devices:
+        figures.append("peak memory " + ", ".join(f"{s.device} {human_bytes(s.peak_bytes)}" for s in a.memory.devices))
+    if figures:
+        console.print(Text("; ".join(figures)), highlight=False)
+    for warning in a.warnings():
+        console.print(Text(f"warning: {warning}", style="yellow"), highlight=False)
+    if a.utilization.devices:
+        _print_utilization(console, a, wide)
+    _print_ops(console, a, top, wide)
+    if a.kernel_limits:
+        _print_limits(console, a, wide)
+    if idle.largest:
+        _print_gaps(console, a, wide)
+    _print_recommendations(console, a)
+
+
+def _print_utilization(console: Console, a, wide: bool) -> None:
+    from rich.text import Text
+
+    idle = a.idle
+    rows = []
+    for d in a.utilization.devices:
+        rows.append([d.device, duration(d.span_ns), percent(d.share(d.busy_ns)), percent(d.share(d.idle_ns)),
+                     percent(d.share(d.compute_ns)), percent(d.share(d.non_compute_ns)), percent(d.comm_comp_overlap)])
+        for st in sorted(d.streams, key=lambda st: -st.busy_ns)[:8]:
+            rows.append([f"  {st.name.strip()}", duration(st.span_ns),
+                         percent(st.busy_ns / st.span_ns if st.span_ns else 0), "", "", "", ""])
+        if len(d.streams) > 8:
+            rows.append([f"  ... {len(d.streams) - 8} more streams", "", "", "", "", "", ""])
+    _grid(console, "Device use (busy: any stream running, as HTA's temporal breakdown)",
+          [("device / stream", "left"), ("span", "right"), ("busy", "right"), ("idle", "right"),
+           ("compute", "right"), ("non-compute", "right"), ("comm/comp overlap", "right")], rows, wide)
+    shares = idle.to_dict()["window_shares"]
+    parts = [("busy", "busy"), ("host_dispatch", "waiting for host dispatch"),
+             ("outside", "before/after device work"), ("launch_latency", "launch latency"),
+             ("dependency", "waiting on dependencies"), ("unknown", "cause unknown")]
+    text = ", ".join(f"{label} {percent(shares[key])}" for key, label in parts if shares[key] or key == "busy")
+    per = " per device" if idle.devices > 1 else ""
+    console.print(Text(f"Where the profile's {duration(idle.window_ns // max(1, idle.devices))} went{per}: {text}"),
+                  highlight=False)
+    for d in a.utilization.devices:
+        kinds = d.kernel_type_shares()
+        if len(kinds) > 1 or (kinds and next(iter(kinds)) != "computation"):
+            console.print(Text(f"Kernel types on {d.device}: " + ", ".join(f"{k} {percent(v)}" for k, v in kinds.items())),
+                          highlight=False)
+
+
+def _print_ops(console: Console, a, top: int, wide: bool) -> None:
+    width = console.width
+    columns = [(c, w) for c, w in _OP_COLUMNS if wide or width >= w]
+    values = {
+        "calls": lambda o: count(o.calls), "CPU self": lambda o: duration(o.cpu_self_ns),
+        "CPU total": lambda o: duration(o.cpu_total_ns), "device self": lambda o: duration(o.device_self_ns),
+        "device total": lambda o: duration(o.device_total_ns), "dispatches": lambda o: count(o.dispatches),
+    }
+    rows = [[o.name, *(values[c](o) for c, _ in columns)] for o in a.ops.ops[:top]]
+    _grid(console, f"Operators (top {min(top, len(a.ops.ops))} of {count(len(a.ops.ops))}, by device self time)",
+          [("operator", "left")] + [(c, "right") for c, _ in columns], rows, wide)
+
+
+def _print_limits(console: Console, a, wide: bool) -> None:
+    total = max(1, a.device.kernel_time_ns)
+    rows = []
+    for k in a.kernel_limits:
+        label = f"{', '.join(k.ops)} ({k.name})" if k.ops else k.name
+        position = k.position or "-"
+        rows.append([label, f"{duration(k.device_time_ns)} ({percent(k.device_time_ns / total, 0)})",
+                     percent((k.mfu_percent or 0) / 100), percent((k.mbu_percent or 0) / 100), position,
+                     k.limiter.replace(" (partly)", "")])
+    _grid(console, "Costliest NEFFs: roofline position and limiter",
+          [("op (NEFF)", "left"), ("device time", "right"), ("MFU", "right"), ("MBU", "right"), ("roofline", "left"),
+           ("limiter", "left")], rows, wide)
+
+
+def _print_gaps(console: Console, a, wide: bool, shown: int = 5) -> None:
+    from ..analysis.kernel_names import short_kernel_name
+
+    trace = a.profile.trace
+    start = trace.start_ns
+    rows = []
+    for g in a.idle.largest[:shown]:
+        after = trace.strings[int(trace.slices.name[g.after_row])]
+        rows.append([f"+{duration(g.start_ns - start)}", duration(g.duration_ns), g.cause.replace("_", " "),
+                     short_kernel_name(after), _launching_op(trace, g.after_launcher_row)])
+    _grid(console, f"Largest idle gaps ({count(a.idle.gap_count)} in all; at = time since the trace's start)",
+          [("at", "right"), ("idle", "right"), ("cause", "left"), ("next execution", "left"), ("launched by", "left")],
+          rows, wide, names=(3, 4))
+
+
+def _launching_op(trace, launcher_row: int) -> str:
+    """The op above the runtime call that launched an execution (the call itself at the top)."""
+    if launcher_row < 0:
+        return "-"
+    s = trace.slices
+    parent = int(s.parent[launcher_row])
+    row = parent if parent >= 0 else launcher_row
+    return trace.strings[int(s.name[row])]
+
+
+def _print_recommendations(console: Console, a) -> None:
+    from rich.padding import Padding
+    from rich.text import Text
+
+    if not a.recommendations:
+        console.print(Text("No findings: nothing in this profile crossed a rule's threshold (docs/analysis.md).",
+                           style="dim"), highlight=False)
+        return
+    console.print(Text("Recommendations", style="bold"))
+    for i, r in enumerate(a.recommendations, 1):
+        line = Text(f"{i}. ")
+        line.append(r.severity, style={"high": "bold red", "medium": "yellow", "low": "cyan"}.get(r.severity, ""))
+        line.append(f": {r.title}.", style="bold")
+        console.print(line, highlight=False)
+        console.print(Padding(Text(r.detail), (0, 0, 0, 3), expand=False), highlight=False)
+        console.print(Padding(Text(f"evidence: {_evidence(r.evidence)}", style="dim"), (0, 0, 0, 3), expand=False),
+                      highlight=False)
+
+
+def _evidence(evidence: dict, limit: int = 240) -> str:
+    """``key=value`` pairs, numbers readable, nested figures flattened; cut at ``limit`` characters."""
+    def value(key: str, v) -> str:
+        if isinstance(v, bool) or v is None:
+            return str(v)
+        if isinstance(v, float):
+            if key.endswith("_ns"):
+                return duration(v)
+            return f"{v:.3g}" if abs(v) < 1 else f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        if isinstance(v, int):
+            return duration(v) if key.endswith("_ns") else human_bytes(v) if key.endswith("bytes") else count(v)
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {value(str(k), x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + "; ".join(value(key, x) for x in v) + "]"
+        return str(v)
+
+    text = ", ".join(f"{k}={value(k, v)}" for k, v in evidence.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class DiffCommand:
@@ -76,30 +266,52 @@ class DiffCommand:
         parser.add_argument("test", type=Path)
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--top", type=int, default=15)
+        parser.add_argument("--wide", action="store_true", help="full names, whatever the terminal's width")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
         from ..analysis import diff_profiles
 
-        d = diff_profiles(_analysis(args.base), _analysis(args.test))
+        for path in (args.base, args.test):
+            if not path.exists():
+                raise ValueError(f"{path}: no such profile or trace")
+        d = diff_profiles(_load(args.base), _load(args.test))
         if args.json:
-            console.print_json(json.dumps(d, default=str))
+            _write_json(d)
             return 0
-        t = Table(title=f"{d['base']['name']} -> {d['test']['name']}")
-        for col in ("metric", "base", "test", "delta", "ratio"):
-            t.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
-        for row in d["summary"]:
-            fmt = _us if row["key"].endswith("_ns") else (lambda v: "-" if v is None else f"{v:,.3g}")
-            t.add_row(row["label"], fmt(row["base"]), fmt(row["test"]), fmt(row["delta"]),
-                      "-" if row["ratio"] is None else f"{row['ratio']:.2f}x")
-        console.print(t)
-        t = Table(title="operators (largest device-time change first)")
-        for col in ("operator", "in", "base device", "test device", "delta device", "delta dispatches"):
-            t.add_column(col, justify="left" if col in ("operator", "in") else "right", no_wrap=True)
-        for op in d["ops"][: args.top]:
-            t.add_row(op["name"], op["status"], _us(op["base"]["device_total_ns"]), _us(op["test"]["device_total_ns"]),
-                      _us(op["delta"]["device_total_ns"]), f"{op['delta']['dispatches']:+d}")
-        console.print(t)
+        rows = [[row["label"], _metric_format(row["key"])(row["base"]), _metric_format(row["key"])(row["test"]),
+                 _delta(row["key"], row["delta"]), ratio(row["ratio"])] for row in d["summary"]]
+        _grid(console, f"{d['base']['name']} -> {d['test']['name']}",
+              [("metric", "left"), ("base", "right"), ("test", "right"), ("delta", "right"), ("ratio", "right")],
+              rows, args.wide)
+        rows = [[op["name"], op["status"], duration(op["base"]["device_total_ns"]), duration(op["test"]["device_total_ns"]),
+                 signed(op["delta"]["device_total_ns"], duration), signed(op["delta"]["calls"], count),
+                 signed(op["delta"]["dispatches"], count)] for op in d["ops"][: args.top]]
+        _grid(console, "Operators (largest device-time change first)",
+              [("operator", "left"), ("in", "left"), ("base device", "right"), ("test device", "right"),
+               ("delta device", "right"), ("delta calls", "right"), ("delta dispatches", "right")], rows, args.wide)
         return 0
+
+
+def _metric_format(key: str):
+    if key.endswith("_ns"):
+        return duration
+    if key.endswith("_bytes") or key == "hbm_bytes":
+        return human_bytes
+    if key.endswith("_share"):
+        return percent
+    if key.endswith("_percent"):
+        return lambda v: percent(None if v is None else v / 100)
+    return count
+
+
+def _delta(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if key.endswith("_share"):
+        return signed(value * 100, lambda v: f"{v:.1f} pp")
+    if key.endswith("_percent"):
+        return signed(value, lambda v: f"{v:.1f} pp")
+    return signed(value, _metric_format(key))
 
 
 class ExportCommand:
@@ -111,11 +323,18 @@ class ExportCommand:
         parser.add_argument("-o", "--output", type=Path, help="output file (default: <profile>/combined.json.gz)")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from ..analysis import ProfileError, load_profile
         from ..trace import write_kineto
 
-        a = _analysis(args.profile)
+        if not args.profile.exists():
+            raise ValueError(f"{args.profile}: no such profile or trace")
+        try:
+            profile = load_profile(args.profile)
+        except ProfileError as exc:
+            raise ValueError(str(exc)) from None
         out = args.output or (args.profile / "combined.json.gz" if args.profile.is_dir()
                               else args.profile.with_suffix(".combined.json.gz"))
-        write_kineto(a.profile.trace, out)
-        console.print(f"wrote {out} ({len(a.profile.trace.slices):,} slices, {len(a.profile.trace.flows):,} flows)")
+        write_kineto(profile.trace, out)
+        console.print(f"wrote {out} ({count(len(profile.trace.slices))} slices, {count(len(profile.trace.flows))} flows)",
+                      markup=False, highlight=False)
         return 0

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+
+from .format import count
+from .tables import grid
 
 SHAPES = ((256, 4096), (1024, 4096), (4096, 4096))
 DTYPES = ("float32", "bfloat16")
@@ -97,7 +99,7 @@ def measure(fn, x, w, calls: int = CALLS) -> Measured:
                     tuple(host))
 
 
-def profile_variant(name: str, fn, x, w, out: Path, console: Console, rows: int) -> Path | None:
+def profile_variant(name: str, fn, x, w, out: Path, console: Console, rows: int, wide: bool = False) -> Path | None:
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -116,10 +118,27 @@ def profile_variant(name: str, fn, x, w, out: Path, console: Console, rows: int)
                 fn(x, w)
                 torch.neuron.synchronize()
                 prof.step()
-    console.rule(f"{name}: key_averages sorted by self_privateuse1_time_total")
-    console.print(prof.key_averages().table(sort_by="self_privateuse1_time_total", row_limit=rows), markup=False,
-                  highlight=False)
+    print_key_averages(console, prof.key_averages(), name, rows, wide)
     return getattr(exporter, "last_export", None)
+
+
+def print_key_averages(console: Console, averages, name: str, rows: int, wide: bool) -> None:
+    """``prof.key_averages()``: PyTorch's own table with ``wide`` (about 180 columns, printed as it is,
+    never wrapped), else the same rows with the columns that fit the terminal."""
+    from rich.text import Text
+
+    console.rule(Text(f"{name}: key_averages sorted by self_privateuse1_time_total"))
+    if wide:
+        console.print(Text(averages.table(sort_by="self_privateuse1_time_total", row_limit=rows)), soft_wrap=True,
+                      highlight=False, crop=False, overflow="ignore")
+        return
+    events = sorted(averages, key=lambda e: (-e.self_device_time_total, -e.cpu_time_total))[:rows]
+    columns = [("Name", "left"), ("Calls", "right"), ("Self CPU", "right"), ("CPU total", "right"),
+               ("Self NEURON", "right"), ("NEURON total", "right")]
+    table = [[e.key, count(e.count), _fmt_us(e.self_cpu_time_total * 1e3), _fmt_us(e.cpu_time_total * 1e3),
+              _fmt_us(e.self_device_time_total * 1e3), _fmt_us(e.device_time_total * 1e3)] for e in events]
+    grid(console, f"top {len(table)} of {len(averages)} ops (trnscope demo --wide prints PyTorch's full table)",
+         columns, table, wide=False)
 
 
 def _fmt_us(ns: float) -> str:
@@ -141,6 +160,9 @@ class DemoCommand:
                             help="how host time is timed: real (your Python and PyTorch's dispatcher as measured "
                                  "here, the backend from the model) or modelled (every host interval from the "
                                  "model: the same figures on any machine). Default: $TRNSCOPE_HOST_TIME, else real")
+        parser.add_argument("--wide", action="store_true",
+                            help="print PyTorch's full key_averages tables (about 180 columns) instead of the "
+                                 "columns that fit the terminal")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
         shapes = [_parse_shape(s) for s in args.shapes.split(",")]
@@ -162,14 +184,9 @@ class DemoCommand:
         impls = variants()
         x = torch.randn(prow, phid).to("neuron")
         w = torch.randn(phid).to("neuron")
-        written = {name: profile_variant(name.replace(".", "_"), fn, x, w, args.out, console, args.rows)
+        written = {name: profile_variant(name.replace(".", "_"), fn, x, w, args.out, console, args.rows, args.wide)
                    for name, fn in impls.items()}
 
-        table = Table(title="RMSNorm per call: dispatches, device time, host time, HBM traffic, idle gaps")
-        for col in ("shape", "dtype", "variant", "dispatches", "device time", "host time", "HBM bytes",
-                    "device idle", "speed-up"):
-            table.add_column(col, justify="left" if col in ("dtype", "variant", "shape") else "right",
-                             no_wrap=True)
         from rich.progress import Progress
 
         measured = {}
@@ -182,13 +199,18 @@ class DemoCommand:
                     ws = torch.randn(hidden).to(dt).to("neuron")
                     measured[(rows, hidden, dtype)] = {name: measure(fn, xs, ws) for name, fn in impls.items()}
                     progress.advance(task)
+        table = []
         for (rows, hidden, dtype), results in measured.items():
             base = results["naive"].device_ns
             for name, m in results.items():
-                table.add_row(f"{rows}x{hidden}", dtype, name, f"{m.dispatches:.0f}", _fmt_us(m.device_ns),
+                table.append([f"{rows}x{hidden}", dtype, name, f"{m.dispatches:.0f}", _fmt_us(m.device_ns),
                               _fmt_us(m.host_ns), f"{m.hbm_bytes / 2**20:,.1f} MiB", _fmt_us(m.idle_ns),
-                              f"{base / m.device_ns:.2f}x")
-        console.print(table)
+                              f"{base / m.device_ns:.2f}x"])
+        columns = [("shape", "left"), ("dtype", "left"), ("variant", "left"), ("dispatches", "right"),
+                   ("device time", "right"), ("host time", "right"), ("HBM bytes", "right"), ("device idle", "right"),
+                   ("speed-up", "right")]
+        grid(console, "RMSNorm per call: dispatches, device time, host time, HBM traffic, idle gaps", columns, table,
+             wide=args.wide, names=(2,))
         console.print("Device times come from trnscope's NeuronCore model (docs/cost-model.md): every kernel is a "
                       "real tiled Program, timed from published hardware facts.")
         if runtime.host_time() == hosttime.MODELLED:
@@ -206,8 +228,9 @@ class DemoCommand:
                               f"TRNSCOPE_HOST_TIME=modelled).", highlight=False)
         for name, where in written.items():
             if where:
-                console.print(f"profile of {name}: {where}")
-        console.print(f"open them with:  trnscope view {args.out}")
+                console.print(f"profile of {name}: {where}", markup=False, highlight=False)
+        console.print(f"open them with:  trnscope view {args.out}", markup=False, highlight=False)
+        console.print(f"or summarise them:  trnscope summary {args.out}", markup=False, highlight=False)
         return 0
 
 

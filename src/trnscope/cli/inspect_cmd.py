@@ -9,9 +9,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..isa import NeffFormatError, neff
-from ..sim import simulate
-
 
 class InspectCommand:
     name = "inspect"
@@ -21,6 +18,10 @@ class InspectCommand:
         parser.add_argument("file", type=Path)
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        # the ISA and the simulator (numba, ml_dtypes) load only when this command runs
+        from ..isa import NeffFormatError, neff
+        from ..sim import simulate
+
         path: Path = args.file
         if path.suffix != ".neff":
             raise ValueError(f"{path}: inspect reads .neff files")

@@ -18,7 +18,7 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace, console: Console) -> int: ...
 
 
-class UsageError(Exception):
+class UsageError(ValueError):
     """A bad argument or file: printed as one clear line, exit status 2."""
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from pathlib import Path
 
 from rich.console import Console
@@ -34,6 +36,32 @@ class ViewCommand:
         if not 0 <= args.port <= 65535:
             raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
         server_plan = plan(args.host, args.port, args.token)
+        _check_can_bind(server_plan.host, server_plan.port)
         serve(args.dirs, server_plan, use_cache=not args.no_cache, open_browser=args.open,
               announce=lambda line: console.print(line, highlight=False, soft_wrap=True))
         return 0
+
+
+def _check_can_bind(host: str, port: int) -> None:
+    """Fail before anything is printed as served: a port another server holds, a privileged port,
+    an address this machine does not have. (uvicorn binds with SO_REUSEADDR too, so a port left in
+    TIME_WAIT by an explorer that just stopped is not refused here.)"""
+    from .main import UsageError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except socket.gaierror:
+        raise UsageError(f"--host {host}: not an address of this machine") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(f"port {port} on {host} is already in use (another `trnscope view`?): pick another "
+                             f"with --port N, or --port 0 for a free one") from None
+        if exc.errno == errno.EACCES:
+            raise UsageError(f"port {port} needs administrator rights: use a port above 1023 (--port 8080), "
+                             f"or --port 0 for a free one") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(f"--host {host}: not an address of this machine") from None
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..analysis.device_kind import device_kind
 from ..analysis.lanes import RUNTIME_CATEGORIES, Role, lane_infos
+from ..analysis.memory import HBM_SOURCE, MemoryTimeline
 from ..trace import Trace, TrackKind
 
 SLICES, COUNTER = "slices", "counter"
@@ -38,6 +40,7 @@ class Lane:
     series: list[dict] = field(default_factory=list)  # counters: [{id, name, min, max}]
     role: str = ""
     neuron_core: int | None = None
+    source: str = ""  # "memory": a counter lane derived by the analyses, not a counter track (track -1)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,6 +71,7 @@ NEURON_GROUPS = (
     Group("neuron_hw", "neuron_hw"),
     Group("transfers", "Host ↔ device transfers"),
     Group("hbm", "HBM usage"),
+    Group("memory", "Memory (allocator events)"),
     Group("host", "Host CPU utilisation and memory"),
     Group("other", "Other", collapsed=True),
 )
@@ -76,6 +80,7 @@ KINETO_GROUPS = (
     Group("runtime", "Runtime API"),
     Group("gpu", "GPU streams"),
     Group("device", "Device lanes"),
+    Group("memory", "Memory (allocator events)"),
     Group("counters", "Counters"),
     Group("other", "Other", collapsed=True),
 )
@@ -117,12 +122,15 @@ def runtime_tracks(trace: Trace) -> set[int]:
     return set(np.unique(s.track[np.isin(s.cat, np.asarray(ids, dtype=np.int32))]).tolist())
 
 
-def system_layout(trace: Trace, neuron: bool) -> Layout:
+def system_layout(trace: Trace, neuron: bool, memory: MemoryTimeline | None = None) -> Layout:
+    """``memory``: allocation timelines to show as counter lanes (one per device; a Neuron core's
+    HBM usage is already a counter track of its own)."""
     depths = max_depths(trace)
     series = counter_series(trace)
     runtime = runtime_tracks(trace)
     lanes: list[Lane] = []
-    runtime_title = "Runtime API"
+    # "CUDA runtime", "HIP runtime" (ROCm writes its calls under cuda_runtime too), ...
+    runtime_title = device_kind(trace, neuron_profile=neuron).runtime_title
     infos = lane_infos(trace)
     # NeuronCores that did something: an idle core's hardware lane stays (empty) beside its busy
     # runtime lane, where it says "submitted, never ran"; a core nothing ran on gets no lanes
@@ -146,14 +154,34 @@ def system_layout(trace: Trace, neuron: bool) -> Layout:
         lanes.append(Lane(f"t{track.id}", SLICES, track.id, title, group, subtitle=subtitle, depth=depth,
                           role=role.value, neuron_core=info.neuron_core))
         if not neuron and role is Role.HOST_THREAD and track.id in runtime:
-            cats = _runtime_categories(trace, track.id)
-            runtime_title = "CUDA runtime" if any(c.startswith("cuda") for c in cats) else "Runtime API"
             lanes.append(Lane(f"r{track.id}", SLICES, track.id, f"{title} · {runtime_title}", "runtime",
                               subtitle="runtime calls of this thread", depth=1, runtime_only=True,
                               role=role.value))
+    lanes += memory_lanes(memory)
     groups = NEURON_GROUPS if neuron else tuple(
         Group(g.id, runtime_title if g.id == "runtime" else g.title, g.collapsed) for g in KINETO_GROUPS)
     return Layout(groups=_used(groups, lanes), lanes=_ordered(groups, lanes), color_by="name")
+
+
+def memory_series_id(index: int, name: str) -> str:
+    return f"m{index}.{name}"
+
+
+def memory_lanes(memory: MemoryTimeline | None) -> list[Lane]:
+    """A counter lane per device with allocator events: allocated bytes (drawn), reserved bytes."""
+    lanes = []
+    for index, m in enumerate(memory.devices if memory is not None else []):
+        if m.source == HBM_SOURCE:
+            continue
+        series = [{"id": memory_series_id(index, "allocated"), "name": "allocated bytes",
+                   "min": float(m.allocated.min()), "max": float(m.allocated.max())}]
+        if m.reserved is not None:
+            series.append({"id": memory_series_id(index, "reserved"), "name": "reserved bytes",
+                           "min": float(m.reserved.min()), "max": float(m.reserved.max())})
+        lanes.append(Lane(f"m{index}", COUNTER, -1, f"{m.device} memory", "memory",
+                          subtitle=f"{m.allocations:,} allocations, {m.frees:,} frees", series=series,
+                          role="memory", source="memory"))
+    return lanes
 
 
 def device_layout(trace: Trace, engine_titles: set[str], counter_order: tuple[str, ...] = ()) -> Layout:
@@ -213,13 +241,6 @@ def _counter_group(role: Role, neuron: bool) -> str:
 
 def _has_instants(trace: Trace, track: int) -> bool:
     return bool(np.any(trace.instants.track == track)) if len(trace.instants) else False
-
-
-def _runtime_categories(trace: Trace, track: int) -> set[str]:
-    s = trace.slices
-    rows = s.rows_of_track(track)
-    cats = np.unique(s.cat[rows.start:rows.stop])
-    return {trace.strings[int(c)] for c in cats} & RUNTIME_CATEGORIES
 
 
 def _used(groups, lanes: list[Lane]) -> list[Group]:

@@ -75,20 +75,31 @@ def counter_columns(trace: Trace, series_ids: list[int], t0: int, t1: int, px: i
     out = {}
     for sid in series_ids:
         rows = trace.counter_window(t0, t1, [sid])
-        ts, value = c.ts_ns[rows], c.value[rows]
-        if len(rows) > 2 * px:
-            bucket = np.clip((ts - t0) * px // max(1, t1 - t0), 0, px - 1)
-            starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
-            ends = np.concatenate((starts[1:], [len(rows)]))
-            out[str(sid)] = {
-                "ts": ts[starts] - origin,
-                "v": value[ends - 1],
-                "min": np.minimum.reduceat(value, starts),
-                "max": np.maximum.reduceat(value, starts),
-            }
-        else:
-            out[str(sid)] = {"ts": ts - origin, "v": value}
+        out[str(sid)] = bucket_series(c.ts_ns[rows], c.value[rows], t0, t1, px, origin)
     return out
+
+
+def series_columns(ts: np.ndarray, value: np.ndarray, t0: int, t1: int, px: int, origin: int) -> dict:
+    """A series kept outside the trace's counter table (time-sorted): its samples in [t0, t1) plus
+    the one in force when the window opens, bucketed like a counter."""
+    lo = max(0, int(np.searchsorted(ts, t0, side="right")) - 1)
+    hi = int(np.searchsorted(ts, t1, side="left"))
+    return bucket_series(ts[lo:hi], value[lo:hi], t0, t1, px, origin)
+
+
+def bucket_series(ts: np.ndarray, value: np.ndarray, t0: int, t1: int, px: int, origin: int) -> dict:
+    """Per pixel the last value and the min/max envelope, when there are more samples than pixels."""
+    if len(ts) > 2 * px:
+        bucket = np.clip((ts - t0) * px // max(1, t1 - t0), 0, px - 1)
+        starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+        ends = np.concatenate((starts[1:], [len(ts)]))
+        return {
+            "ts": ts[starts] - origin,
+            "v": value[ends - 1],
+            "min": np.minimum.reduceat(value, starts),
+            "max": np.maximum.reduceat(value, starts),
+        }
+    return {"ts": ts - origin, "v": value}
 
 
 def instant_columns(trace: Trace, tracks: list[int], t0: int, t1: int, px: int, origin: int) -> dict[int, dict]:

@@ -8,6 +8,7 @@ pages show (lane titles, the op behind a gap), so the analysis objects stay free
 from __future__ import annotations
 
 from ..analysis import diff_profiles
+from ..analysis.kernel_names import short_kernel_name
 from .sessions import Session
 
 
@@ -19,15 +20,23 @@ def card(session: Session) -> dict:
         "kind": session.profile.kind,
         "headline": analysis.headline(),
         "recommendations": [{"severity": r.severity, "title": r.title} for r in analysis.recommendations],
-        "warnings": (list(session.profile.warnings) + list(analysis.device.problems))[:5],
+        "warnings": analysis.warnings()[:5],
         "from_cache": session.profile.from_cache,
     }
+
+
+MEMORY_POINTS = 400  # per device, for the summary's memory chart
 
 
 def summary(session: Session) -> dict:
     analysis = session.analysis
     view = session.system
     out = analysis.to_dict()
+    out["memory"] = analysis.memory.to_dict(points=MEMORY_POINTS)
+    for device in out["memory"]["devices"]:
+        device["points"] = [[t - view.origin, v] for t, v in device["points"]]
+        if device["peak_ns"] is not None:
+            device["peak_ts"] = device.pop("peak_ns") - view.origin
     out["id"] = session.entry.id
     out["name"] = session.entry.display_name
     out["kind"] = session.profile.kind
@@ -37,7 +46,7 @@ def summary(session: Session) -> dict:
         gap["lane"] = f"t{gap['track']}"
         gap["lane_title"] = view.lane_title(gap["track"])
         gap["before"] = view.slice_summary(gap["before_row"])["name"]
-        gap["after"] = view.slice_summary(gap["after_row"])["name"]
+        gap["after"] = short_kernel_name(view.slice_summary(gap["after_row"])["name"])
         gap["after_op"] = _op_of(view, gap["after_launcher_row"])
     out["manifest"] = session.entry.manifest
     return out

@@ -4,14 +4,22 @@ device executions (and the ops that caused them) to their device traces."""
 from __future__ import annotations
 
 from ..analysis.device_work import device_work
+from ..analysis.memory import memory_timeline
 from ..analysis.profile import NEURON, Profile
-from .layout import system_layout
+from .layout import memory_series_id, system_layout
 from .views import TimelineView
 
 
 class SystemView(TimelineView):
     def __init__(self, profile: Profile, name: str | None = None) -> None:
-        super().__init__(profile.trace, system_layout(profile.trace, neuron=profile.kind == NEURON))
+        memory = memory_timeline(profile.trace)
+        series = {}
+        for index, m in enumerate(memory.devices):
+            series[memory_series_id(index, "allocated")] = (m.ts_ns, m.allocated)
+            if m.reserved is not None:
+                series[memory_series_id(index, "reserved")] = (m.ts_ns, m.reserved)
+        super().__init__(profile.trace, system_layout(profile.trace, neuron=profile.kind == NEURON, memory=memory),
+                         series=series)
         self.profile = profile
         self.name = name or profile.name
         self._executions: dict[int, int] | None = None
@@ -51,7 +59,7 @@ class SystemView(TimelineView):
             work = device_work(self.trace)
             self._executions = {}
             for row, args in zip(work.rows.tolist(), work.args):
-                key = args.get("correlation", args.get("seq"))
+                key = args.correlation if args.correlation is not None else args.seq
                 if isinstance(key, int):
                     self._executions.setdefault(key, int(row))
         return self._executions.get(seq)

@@ -16,7 +16,7 @@ from ..analysis.lanes import RUNTIME_CATEGORIES, extent
 from ..trace import Trace
 from .details import slice_details
 from .layout import COUNTER, Layout, Lane
-from .lod import RuntimeRows, counter_columns, instant_columns, slice_columns, strings_for
+from .lod import RuntimeRows, counter_columns, instant_columns, series_columns, slice_columns, strings_for
 
 MAX_PX = 8192
 SELECTION_NAMES = 200
@@ -27,9 +27,13 @@ class BadRequest(ValueError):
 
 
 class TimelineView:
-    def __init__(self, trace: Trace, layout: Layout, origin: int | None = None) -> None:
+    def __init__(self, trace: Trace, layout: Layout, origin: int | None = None,
+                 series: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+        """``series``: values of counter lanes that are not counter tracks of the trace (memory
+        lanes derived by the analyses), by series id: (ts_ns, value), time-sorted."""
         self.trace = trace
         self.layout = layout
+        self.series = series or {}
         self.origin = int(trace.start_ns if origin is None else origin)
         self.lanes = {lane.id: lane for lane in layout.lanes}
         self._runtime: dict[int, RuntimeRows] = {}
@@ -100,6 +104,9 @@ class TimelineView:
                 columns["depth"] = np.zeros(len(rows), dtype=np.int32)  # runtime calls are leaves: one row
                 out[lane.id] = columns
                 name_ids += [columns["name"], columns["color"]]
+            elif lane.kind == COUNTER and lane.source:
+                out[lane.id] = {"series": {s["id"]: series_columns(*self.series[s["id"]], a, b, px, self.origin)
+                                           for s in lane.series if s["id"] in self.series}}
             elif lane.kind == COUNTER:
                 out[lane.id] = {"series": counter_columns(self.trace, [s["id"] for s in lane.series], a, b, px,
                                                           self.origin)}

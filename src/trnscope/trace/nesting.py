@@ -3,9 +3,13 @@
 Slices must already be sorted by (track, ts, longest first). For properly nested slices the depth
 of slice i is the number of earlier slices still open when it starts, which numpy computes for a
 whole track at once from sorted end times. Tracks whose slices overlap without nesting (possible
-on device lanes, or with clock skew) fail the check that every depth level is free of overlaps;
-only those are redone with a stack walk, which puts a partly overlapping slice one level deeper
-so that no two slices at the same depth ever overlap. The queries in timeindex.py rely on that.
+on device lanes, with clock skew, or with ``with_stack=True``, where a ``record_function`` starts
+inside the Python frame that enters it and ends inside the one that exits it) fail the check that
+every depth level is free of overlaps; only those are redone with a stack walk. There a slice's
+parent is the deepest slice that contains it whole, never one it merely overlaps, and it is drawn on
+the first level below its parent that is free for its whole interval, so no two slices at the same
+depth ever overlap (the queries in timeindex.py rely on that) and a partial overlap does not push
+everything after it one level deeper.
 """
 
 from __future__ import annotations
@@ -86,19 +90,39 @@ def _parents(depth: np.ndarray) -> np.ndarray:
 
 
 def _stack_walk(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    depth = np.zeros(len(ts), dtype=np.int32)
-    parent = np.full(len(ts), -1, dtype=np.int64)
-    stack_rows: list[int] = []
-    stack_ends: list[int] = []
-    for row, (start, stop) in enumerate(zip(ts.tolist(), end.tolist())):
-        # Only the top of the stack is ever popped: a slice that outlives its parent keeps its
-        # level, so a later slice at that level cannot overlap it.
-        while stack_ends and stack_ends[-1] <= start:
-            stack_ends.pop()
-            stack_rows.pop()
-        depth[row] = len(stack_rows)
-        if stack_rows:
-            parent[row] = stack_rows[-1]
-        stack_rows.append(row)
-        stack_ends.append(stop)
+    n = len(ts)
+    depth = np.zeros(n, dtype=np.int32)
+    parent = np.full(n, -1, dtype=np.int64)
+    starts, ends = ts.tolist(), end.tolist()
+    depths = [0] * n
+    open_rows: list[int] = []  # slices open at the current start, in start order
+    level_free_at: list[int] = []  # per level, the end of the last slice drawn there
+    for row in range(n):
+        start, stop = starts[row], ends[row]
+        while open_rows and ends[open_rows[-1]] <= start:
+            open_rows.pop()
+        # The deepest open slice that contains this one whole. A slice that outlived the frame it
+        # started in is not a child of that frame (nor is anything that starts inside it).
+        owner = -1
+        k = len(open_rows) - 1
+        while k >= 0:
+            candidate = open_rows[k]
+            candidate_end = ends[candidate]
+            if candidate_end <= start:
+                del open_rows[k]  # ended while a longer slice above it kept it on the stack
+            elif candidate_end >= stop:
+                owner = candidate
+                break
+            k -= 1
+        level = depths[owner] + 1 if owner >= 0 else 0
+        while level < len(level_free_at) and level_free_at[level] > start:
+            level += 1
+        if level == len(level_free_at):
+            level_free_at.append(stop)
+        else:
+            level_free_at[level] = stop
+        depths[row] = level
+        parent[row] = owner
+        open_rows.append(row)
+    depth[:] = depths
     return depth, parent

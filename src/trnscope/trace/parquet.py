@@ -12,12 +12,13 @@ from __future__ import annotations
 from os import PathLike
 from pathlib import Path
 
+from functools import cache
+
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .args import ArgsColumn
+from .arrow import pa, pq
 from .errors import TraceFormatError
 from .model import Trace
 from .strings import StringTable
@@ -160,16 +161,16 @@ def _np(table: _Columns, name: str) -> np.ndarray:
     chunks = [_chunk_to_numpy(chunk) for chunk in column.chunks]
     if len(chunks) == 1:
         return chunks[0]
-    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=_NUMPY_TYPES[column.type])
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=_numpy_types()[column.type])
 
 
 # Arrow's own numpy conversions (pa.array(ndarray), Array.to_numpy()) import pandas whenever it is
 # installed, which costs a second or more at every load; these columns are plain fixed-width
 # numbers without nulls, so their buffers are handed over directly instead.
-_NUMPY_TYPES = {
-    pa.int8(): np.int8, pa.uint8(): np.uint8, pa.int32(): np.int32, pa.int64(): np.int64,
-    pa.float64(): np.float64, pa.bool_(): np.bool_,
-}
+@cache
+def _numpy_types() -> dict:
+    return {pa.int8(): np.int8, pa.uint8(): np.uint8, pa.int32(): np.int32, pa.int64(): np.int64,
+            pa.float64(): np.float64, pa.bool_(): np.bool_}
 
 
 def _arrow(values) -> pa.Array:
@@ -185,7 +186,7 @@ def _arrow(values) -> pa.Array:
 def _chunk_to_numpy(chunk: pa.Array) -> np.ndarray:
     if chunk.null_count:
         raise ValueError(f"a column of type {chunk.type} has {chunk.null_count} missing values")
-    dtype = np.dtype(_NUMPY_TYPES[chunk.type])  # KeyError: a type this module never writes
+    dtype = np.dtype(_numpy_types()[chunk.type])  # KeyError: a type this module never writes
     buffer = chunk.buffers()[1]
     if dtype == np.bool_:
         bits = np.frombuffer(buffer, dtype=np.uint8)

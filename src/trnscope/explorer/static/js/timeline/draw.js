@@ -244,7 +244,7 @@ function drawCounter(ctx, f, lane, data, y, h) {
 }
 
 export function formatValue(v, unit) {
-  if (unit === "bytes" || unit === "rss") return bytesShort(v);
+  if (unit === "bytes" || unit === "rss" || String(unit).endsWith(" bytes")) return bytesShort(v);
   if (unit === "percent" || unit === "util") return `${Number(v).toFixed(1)}%`;
   if (unit === "GB/s") return `${Number(v).toFixed(1)} GB/s`;
   return Math.abs(v) >= 1000 ? Number(v).toExponential(2) : String(Math.round(v * 100) / 100);

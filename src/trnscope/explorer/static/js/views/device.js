@@ -63,7 +63,7 @@ function header(layout, id, seq) {
         fig("device time", fmtTime(s.total_time_ns)), fig("MFU", fmtPercentValue(s.mfu_estimated_percent)),
         fig("MBU", fmtPercentValue(s.mbu_estimated_percent)), fig("HBM traffic", fmtBytes((s.hbm_read_bytes || 0) + (s.hbm_write_bytes || 0))),
         fig("DMA transfers", fmtCount(s.dma_transfer_count)), fig("avg DMA", fmtBytes(s.dma_transfer_average_bytes)),
-        fig("bottleneck", s.bottleneck || "–"),
+        fig("busiest engine", s.bottleneck || "–"),
         ...memoryFigures(layout.memory || {})),
       el("div.engines", {}, bars)),
     el("div.legend", {}, el("span.muted", {}, "Colour = originating op: "), legend),

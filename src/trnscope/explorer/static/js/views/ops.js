@@ -68,7 +68,7 @@ export async function opsView(main, { id }) {
   if (neuron) {
     kernelColumns.push({ key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "mfu_percent", title: "MFU", align: "right", format: (v) => fmtPercentValue(v) },
-      { key: "bottleneck", title: "Bottleneck" },
+      { key: "bottleneck", title: "Busiest engine" },
       { key: "trace", title: "", value: () => "", format: (v, r) => deviceButtons(id, r.program, r.ntff, r.name), csv: false });
   }
   const kernels = new DataTable({ columns: kernelColumns, rows: data.kernels, sortKey: "device_total_ns", className: "kernels-table",
@@ -92,7 +92,7 @@ function opDetail(id, row, neuron) {
   const parts = [];
   if (row.neffs && row.neffs.length) {
     parts.push(el("table.mini", {},
-      el("tr", {}, ["NEFF", "Executions", "Device time", "Bottleneck", "MBU", "Device trace"].map((h) => el("th", {}, h))),
+      el("tr", {}, ["NEFF", "Executions", "Device time", "Busiest engine", "MBU", "Device trace"].map((h) => el("th", {}, h))),
       row.neffs.map((n) => el("tr", {},
         el("td", {}, n.name, el("span.muted", {}, ` ${n.neff_id}`)), el("td", {}, fmtCount(n.executions)),
         el("td", {}, fmtTime(n.device_time_ns)), el("td", {}, n.bottleneck || "–"), el("td", {}, fmtPercentValue(n.mbu_percent)),

@@ -141,7 +141,7 @@ function cardFigures(data) {
     figure("device time", fmtTime(h.device_time_ns), "Sum of device executions (kernels, NEFFs, copies)"),
     figure(data.kind === "neuron" ? "NEFF dispatches" : "kernel launches", fmtCount(h.dispatches)),
     figure(data.kind === "neuron" ? "distinct NEFFs" : "distinct kernels", fmtCount(h.programs)),
-    figure("device busy", h.busy_share === null ? "–" : fmtPct(h.busy_share), "Share of the device's active span spent executing"),
+    figure("device busy", h.busy_share === null ? "–" : fmtPct(h.busy_share), "Any stream running, over the device's span from first to last execution (HTA's temporal breakdown)"),
   ];
   if (h.mbu_percent !== null && h.mbu_percent !== undefined) figures.push(figure("MBU", fmtPercentValue(h.mbu_percent)));
   if (h.mfu_percent !== null && h.mfu_percent !== undefined) figures.push(figure("MFU", fmtPercentValue(h.mfu_percent)));

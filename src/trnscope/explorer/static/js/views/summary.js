@@ -22,27 +22,40 @@ export async function summaryView(main, { id }) {
   const metric = (label, value, tip) => el("div.metric", { title: tip || "" }, el("span.value", {}, value), el("span.label", {}, label));
   const metrics = el("div.metrics", {},
     metric("Wall time", fmtTime(h.wall_ns), "First to last event in the trace"),
-    metric("Device time", fmtTime(d.device_time_ns), "Sum of execution durations"),
+    metric("Device time", fmtTime(d.device_time_ns), "Sum of execution durations (streams running together count twice)"),
+    metric("Device busy", fmtPct(h.busy_share), "Any stream running, over the device's span (HTA's temporal breakdown)"),
+    metric("Busy of the window", fmtPct(h.window_busy_share), "Device busy time over the profile's activity window"),
     metric("Executions", fmtCount(d.executions), `${fmtCount(d.kernels)} kernels/NEFFs, ${fmtCount(d.copies)} copies`),
     metric(neuron ? "Distinct NEFFs" : "Distinct kernels", fmtCount(d.programs)),
     metric("Host CPU (self)", fmtTime(h.cpu_self_ns)),
     metric("MFU", fmtPercentValue(d.mfu_percent), "Model FLOPs over peak, time-weighted"),
     metric("MBU", fmtPercentValue(d.mbu_percent), "HBM bytes over peak bandwidth, time-weighted"),
-    metric("HBM traffic", fmtBytes(d.hbm_read_bytes + d.hbm_write_bytes), `read ${fmtBytes(d.hbm_read_bytes)}, write ${fmtBytes(d.hbm_write_bytes)}`),
-    metric("DMA transfers", fmtCount(d.dma_transfers), d.dma_transfers ? `average ${fmtBytes(d.dma_average_bytes)}` : "from NTFF summaries"),
-    metric("Copies", fmtBytes(d.copy_bytes), `${fmtCount(d.copies)} host↔device copies, ${fmtTime(d.copy_time_ns)}`));
+    neuron || d.hbm_read_bytes + d.hbm_write_bytes ? metric("HBM traffic", fmtBytes(d.hbm_read_bytes + d.hbm_write_bytes),
+      `read ${fmtBytes(d.hbm_read_bytes)}, write ${fmtBytes(d.hbm_write_bytes)}`) : null,
+    neuron ? metric("DMA transfers", fmtCount(d.dma_transfers), d.dma_transfers ? `average ${fmtBytes(d.dma_average_bytes)}` : "from NTFF summaries") : null,
+    metric("Copies", fmtBytes(d.copy_bytes), `${fmtCount(d.copies)} copies, ${fmtTime(d.copy_time_ns)}`),
+    h.peak_memory_bytes !== null ? metric("Peak memory", fmtBytes(h.peak_memory_bytes), "Highest allocated total of a device") : null);
 
-  const shares = idle.shares;
-  const breakdown = idle.span_ns ? el("div.breakdown", {},
-    el("div.stacked", {},
-      seg("busy", shares.busy, "Device busy"), seg("host", shares.host_dispatch, "Waiting for host dispatch"),
-      seg("launch", shares.launch_latency, "Launch latency"), seg("unknown", shares.unknown, "Idle, cause unknown")),
-    el("div.legend", {},
-      key("busy", `busy ${fmtPct(shares.busy)}`), key("host", `waiting for host dispatch ${fmtPct(shares.host_dispatch)}`),
-      key("launch", `launch latency ${fmtPct(shares.launch_latency)}`), shares.unknown ? key("unknown", `unknown ${fmtPct(shares.unknown)}`) : null),
-    el("p", {}, el("b", {}, idle.regime), ` over the device's active span of ${fmtTime(idle.span_ns)}: `,
-      `${fmtCount(idle.gap_count)} gaps, launch-overhead share ${fmtPct(idle.launch_overhead_share)}.`))
+  // the profile's activity window, as the regime is decided: busy and every reason the device waited
+  const w = idle.window_shares;
+  const parts = [
+    ["busy", w.busy, "Device busy (any stream)"], ["host", w.host_dispatch, "Waiting for host dispatch"],
+    ["outside", w.outside, "Before the first / after the last execution (host-side work)"],
+    ["launch", w.launch_latency, "Launch latency"], ["dependency", w.dependency, "Submitted, waiting on a dependency"],
+    ["unknown", w.unknown, "Idle, cause unknown"]];
+  const breakdown = idle.executions ? el("div.breakdown", {},
+    el("div.stacked", {}, parts.map(([kind, share, title]) => seg(kind, share, title))),
+    el("div.legend", {}, parts.filter(([kind, share]) => share > 0 || kind === "busy").map(([kind, share, title]) =>
+      key(kind, `${title.toLowerCase()} ${fmtPct(share)}`))),
+    el("p", {}, el("b", {}, idle.regime), ` over the profile's ${fmtTime(idle.window_ns)}`,
+      idle.devices > 1 ? ` (× ${idle.devices} devices)` : "",
+      `: ${fmtTime(idle.busy_ns)} of device work; over the devices' own span (first to last execution, `,
+      `HTA's temporal breakdown) busy ${fmtPct(idle.shares.busy)}; ${fmtCount(idle.gap_count)} idle gaps.`))
     : el("p.muted", {}, "No device executions in this trace.");
+
+  const use = deviceUseTable(s.utilization);
+  const limits = limitsTable(s.kernel_limits || [], d.kernel_time_ns);
+  const memory = memorySection(s.memory, id);
 
   const engines = d.engines && d.engines.length ? el("div.engines.wide", {}, d.engines.map((e) =>
     el("div.engine-bar", { title: `${fmtCount(e.instruction_count)} instructions, semaphore waits ${fmtTime(e.semaphore_wait_ns)}` },
@@ -52,7 +65,8 @@ export async function summaryView(main, { id }) {
 
   const recs = s.recommendations.length ? el("ol.recs", {}, s.recommendations.map((r) => el("li", {},
     el("div.rec-head", {}, el("span.sev", { "data-sev": r.severity }, r.severity), el("b", {}, r.title)),
-    el("p", {}, r.detail))))
+    el("p", {}, r.detail),
+    el("details.evidence", {}, el("summary", {}, "Evidence"), evidenceTable(r.evidence)))))
     : el("p.muted", {}, "No findings: nothing in this profile crossed a rule's threshold.");
 
   const gaps = new DataTable({
@@ -62,16 +76,18 @@ export async function summaryView(main, { id }) {
       { key: "cause", title: "Cause", format: (v) => v.replace("_", " ") },
       { key: "host_wait_ns", title: "Waiting for host", align: "right", format: fmtTime },
       { key: "launch_ns", title: "Launch latency", align: "right", format: fmtTime },
-      { key: "before", title: "After execution" },
-      { key: "after", title: "Before execution" },
+      { key: "dependency_ns", title: "Waiting on dependency", align: "right", format: fmtTime },
+      { key: "after", title: "Next execution" },
       { key: "after_op", title: "Launched by" },
       { key: "lane_title", title: "Lane" },
+      { key: "device", title: "Device" },
     ],
     rows: idle.largest, sortKey: "duration_ns",
     onRowClick: (g) => go(systemHash(id, { ts: g.ts, dur: g.duration_ns })),
     className: "gaps-table",
   });
 
+  const limitOf = Object.fromEntries((s.kernel_limits || []).map((k) => [k.neff_id, k]));
   const neffs = new DataTable({
     columns: [
       { key: "name", title: neuron ? "NEFF" : "Kernel" },
@@ -82,7 +98,8 @@ export async function summaryView(main, { id }) {
       { key: "mfu_percent", title: "MFU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "dma_average_bytes", title: "Avg DMA", align: "right", format: (v) => (v ? fmtBytes(v) : "–") },
-      { key: "bottleneck", title: "Bottleneck" },
+      { key: "bottleneck", title: "Busiest engine" },
+      { key: "limiter", title: "Limiter", value: (r) => (limitOf[r.neff_id] ? limitOf[r.neff_id].limiter : "–") },
       { key: "links", title: "", value: () => "", format: (v, r) => el("span", {}, Object.keys(r.ntff || {}).map((nc) =>
         el("button.small.device-link", { onclick: () => go(deviceHash(id, { neff_id: r.neff_id, nc })) }, `Device trace NC ${nc}`))) },
     ],
@@ -91,12 +108,16 @@ export async function summaryView(main, { id }) {
 
   const warnings = s.warnings.length ? el("ul.warnings", {}, s.warnings.map((w) => el("li", {}, w))) : null;
   fill(main, 
-    el("div.page-head", {}, el("div", {}, el("h1", {}, "Summary"), el("p.muted", {}, [`${s.name} · ${h.regime}`,
-      s.kind === "neuron" ? ` · ${h.target || "target unknown"} · host time ${h.host_time || "unknown"}` : ""].join("")))),
+    el("div.page-head", {}, el("div", {}, el("h1", {}, "Summary"),
+      el("p.muted", {}, [`${s.name} · ${s.device_kind.label} · ${h.regime}`,
+        s.kind === "neuron" ? ` · ${h.target || "target unknown"} · host time ${h.host_time || "unknown"}` : ""].join("")))),
     warnings,
     el("section", {}, el("h2", {}, "Performance insights & recommendations"), recs),
     el("section", {}, el("h2", {}, "Key metrics"), metrics),
-    el("section", {}, el("h2", {}, "Where the device's time went"), breakdown),
+    el("section", {}, el("h2", {}, "Where the profile's time went"), breakdown),
+    use ? el("section", {}, el("h2", {}, "Device use per device and stream"), use) : null,
+    limits ? el("section", {}, el("h2", {}, "Costliest NEFFs: roofline position and limiter"), limits) : null,
+    memory ? el("section", {}, el("h2", {}, "Memory over time"), memory) : null,
     el("section", {}, el("h2", {}, "Engine activity (share of device time)"), engines),
     el("section", {}, el("h2", {}, "Largest idle gaps between device executions"),
       idle.largest.length ? el("div.table-wrap", {}, gaps.node) : el("p.muted", {}, "No gaps."),
@@ -112,4 +133,103 @@ function seg(kind, share, title) {
 
 function key(kind, text) {
   return el("span.key", {}, el(`span.dot.${kind}`), text);
+}
+
+function evidenceTable(evidence) {
+  const rows = Object.entries(evidence || {});
+  return el("table.facts", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, evidenceValue(k, v)))));
+}
+
+function evidenceValue(key, value) {
+  if (value === null || value === undefined) return "–";
+  if (typeof value === "number") {
+    if (key.endsWith("_ns")) return fmtTime(value);
+    if (key.endsWith("bytes")) return fmtBytes(value);
+    if (key.includes("share") || key === "comm_comp_overlap") return fmtPct(value);
+    if (key.endsWith("_percent")) return fmtPercentValue(value);
+    return fmtCount(Math.round(value * 1000) / 1000);
+  }
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function deviceUseTable(use) {
+  if (!use || !use.devices.length) return null;
+  const rows = [];
+  for (const dev of use.devices) {
+    rows.push({ name: dev.device, span_ns: dev.span_ns, busy: dev.busy_share, idle: dev.idle_share,
+      compute: dev.compute_share, noncompute: dev.non_compute_share, overlap: dev.comm_comp_overlap, device: true });
+    for (const st of [...dev.streams].sort((a, b) => b.busy_ns - a.busy_ns)) {
+      rows.push({ name: `  ${st.name}`, span_ns: st.span_ns, busy: st.busy_share, executions: st.executions });
+    }
+  }
+  const table = el("table.data-table.use-table", {},
+    el("thead", {}, el("tr", {}, ["Device / stream", "Span", "Busy", "Idle", "Compute", "Non-compute", "Comm/comp overlap"]
+      .map((t, i) => el("th", { class: i ? "num" : "" }, t)))),
+    el("tbody", {}, rows.map((r) => el(r.device ? "tr.device-row" : "tr", {},
+      el("td", {}, r.name), el("td.num", {}, fmtTime(r.span_ns)), el("td.num", {}, fmtPct(r.busy)),
+      el("td.num", {}, r.device ? fmtPct(r.idle) : ""), el("td.num", {}, r.device ? fmtPct(r.compute) : ""),
+      el("td.num", {}, r.device ? fmtPct(r.noncompute) : ""), el("td.num", {}, r.device ? fmtPct(r.overlap) : "")))));
+  // a device that only computed has nothing to break down
+  const types = use.devices.filter((dev) => Object.keys(dev.kernel_type_shares).some((k) => k !== "computation")).map((dev) =>
+    el("div.kernel-types", {}, el("span.muted", {}, `${dev.device} kernel types: `),
+      Object.entries(dev.kernel_type_shares).map(([k, v]) => el("span.key", {}, `${k} ${fmtPct(v)}`))));
+  return el("div", {}, el("div.table-wrap", {}, table), types,
+    el("p.muted", {}, "Busy: any of the device's streams running (the union of its executions), over its span "
+      + "from first to last execution, as HTA's temporal breakdown. Compute: computation kernels; comm/comp "
+      + "overlap: share of communication time with computation beside it."));
+}
+
+function limitsTable(limits, kernelNs) {
+  if (!limits.length) return null;
+  const table = new DataTable({
+    columns: [
+      { key: "ops", title: "Op", value: (r) => (r.ops.length ? r.ops.join(", ") : r.name) },
+      { key: "name", title: "NEFF" },
+      { key: "device_time_ns", title: "Device time", align: "right", format: fmtTime },
+      { key: "share", title: "Share", align: "right", value: (r) => r.device_time_ns / Math.max(kernelNs, 1), format: (v) => fmtPct(v) },
+      { key: "mfu_percent", title: "MFU", align: "right", format: (v) => fmtPercentValue(v) },
+      { key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
+      { key: "position", title: "Roofline", value: (r) => r.position || "–" },
+      { key: "limiter", title: "Limiter" },
+      { key: "explanation", title: "Why" },
+    ],
+    rows: limits, sortKey: "device_time_ns", className: "limits-table",
+  });
+  return el("div.table-wrap", {}, table.node);
+}
+
+function memorySection(memory, id) {
+  if (!memory || !memory.devices.length) return null;
+  return el("div.memory", {}, memory.devices.map((m) => el("div.memory-device", {},
+    el("div", {}, el("b", {}, m.device), ` peak ${fmtBytes(m.peak_bytes)}`,
+      m.peak_reserved_bytes !== null ? `, reserved up to ${fmtBytes(m.peak_reserved_bytes)}` : "",
+      `; ${fmtCount(m.allocations)} allocations, ${fmtCount(m.frees)} frees (${m.source})`,
+      m.peak_ts !== undefined ? el("button.small", { onclick: () => go(systemHash(id, { ts: m.peak_ts, dur: 0 })) }, "Show peak") : null),
+    sparkline(m.points, m.peak_bytes))));
+}
+
+function sparkline(points, peak) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("class", "sparkline");
+  svg.setAttribute("viewBox", "0 0 600 60");
+  svg.setAttribute("preserveAspectRatio", "none");
+  if (points.length) {
+    const t0 = points[0][0];
+    const t1 = Math.max(points[points.length - 1][0], t0 + 1);
+    const top = Math.max(peak, 1);
+    let path = `M0,60`;
+    let lastY = 60;
+    for (const [t, v] of points) {
+      const x = ((t - t0) / (t1 - t0)) * 600;
+      const y = 58 - (v / top) * 54;
+      path += ` L${x.toFixed(1)},${lastY.toFixed(1)} L${x.toFixed(1)},${y.toFixed(1)}`;
+      lastY = y;
+    }
+    path += ` L600,${lastY.toFixed(1)} L600,60 Z`;
+    const area = document.createElementNS(NS, "path");
+    area.setAttribute("d", path);
+    svg.append(area);
+  }
+  return svg;
 }
