@@ -12,8 +12,6 @@ from .errors import NkiUnsupportedError
 class NkiDType(str):
     """One NKI dtype. ``itemsize`` in bytes; ``device`` the ISA dtype (None: no device equivalent)."""
 
-    __slots__ = ()
-
     def __eq__(self, other) -> bool:
         if isinstance(other, str):
             return str.__eq__(self, _ALIASES.get(other, other))
@@ -36,9 +34,6 @@ class NkiDType(str):
                 f"type); use float32, bfloat16, float16, float8_e4m3 or an integer type")
         return dt
 
-    @property
-    def itemsize(self) -> int:
-        return _ITEMSIZE[str(self)]
 
     @property
     def np(self) -> np.dtype:
@@ -67,6 +62,8 @@ _DEVICE = {"bool_": DType.bool_, "int8": DType.int8, "int16": DType.int16, "int3
 _ALIASES = {"bool": "bool_", "float": "float32", "half": "float16"}
 
 DTYPES: dict[str, NkiDType] = {n: NkiDType(n) for n in _NAMES}
+for _n, _dt in DTYPES.items():
+    _dt.itemsize = _ITEMSIZE[_n]  # a plain attribute: read on every access pattern
 _FROM_DEVICE = {DType.bool_: "bool_", DType.int8: "int8", DType.int16: "int16", DType.int32: "int32",
                 DType.uint8: "uint8", DType.float16: "float16", DType.float32: "float32",
                 DType.bfloat16: "bfloat16", DType.float8_e4m3: "float8_e4m3"}

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from math import prod
 
-from ..compiler.builder import KernelBuilder, _Region
+import numpy as np
+
+from ..compiler.builder import KernelBuilder
 from ..hw import HardwareSpec
 from ..isa import (
     AP, Activation, AffineSelect, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Engine, Iota, LoadStationary, Memset,
@@ -33,6 +35,7 @@ from .language import SBUF_ALIGN
 from .tensor import PSUM, SBUF, NkiTensor, Storage
 from .trace import Tracer, cover_box
 
+GRANULE = 64       # bytes: the SBUF placement granule (PSUM banks are multiples of it)
 MAX_RECORDS = 4096  # accesses remembered per HBM tensor before older ones fold into a per-stream floor
 _SPACE = {SBUF: Space.SBUF, PSUM: Space.PSUM}
 _ENGINES = {"vector": Engine.VECTOR, "scalar": Engine.SCALAR, "gpsimd": Engine.GPSIMD}
@@ -57,17 +60,32 @@ class NkiEmitter(KernelBuilder):
         self.nki_entries: dict[int, list] = {}   # storage id -> [[box, writers, readers], ...]
         self.nki_readonly: set[int] = set()      # HBM storages no op writes: reads need no records
         self.nki_ro_reads: dict[int, dict] = {}  # their readers per stream (for kernels after this one)
+        # on-chip history of dead tiles: per space and stream, the highest instruction count that touched
+        # each 64-byte granule of a partition (tiles are placed on 64-byte boundaries)
+        self.nki_hist: dict[Space, dict[str, np.ndarray]] = {Space.SBUF: {}, Space.PSUM: {}}
+        for space in (Space.SBUF, Space.PSUM):
+            for r in self._regions[space]:  # what kernels before this one (a graph) left on these bytes
+                for d in (r.writers, r.readers):
+                    for st, c in d.items():
+                        self._hist_raise(space, st, r.start, r.end, c)
+
+    def _hist_raise(self, space: Space, stream: str, lo: int, hi: int, count: int) -> None:
+        arr = self.nki_hist[space].get(stream)
+        if arr is None:
+            cap = self.spec.sbuf_bytes_per_partition if space is Space.SBUF else self.spec.psum_bytes_per_partition
+            arr = self.nki_hist[space][stream] = np.zeros(-(-cap // GRANULE), np.int64)
+        seg = arr[lo // GRANULE:-(-hi // GRANULE)]
+        np.maximum(seg, count, out=seg)
 
     # --- on-chip history across storages that reuse bytes ------------------------------------------
     def inherit(self, st: Storage, space: Space, lo: int, hi: int) -> None:
         """A storage placed on bytes [lo, hi): its accesses wait for the old users of those bytes."""
         floor: dict[str, int] = {}
-        for r in self._regions[space]:
-            if r.start < hi and lo < r.end:
-                for d in (r.writers, r.readers):
-                    for s, c in d.items():
-                        if c > floor.get(s, 0):
-                            floor[s] = c
+        g0, g1 = lo // GRANULE, -(-hi // GRANULE)
+        for stream, arr in self.nki_hist[space].items():
+            c = int(arr[g0:g1].max())
+            if c:
+                floor[stream] = c
         self.nki_entries[st.id] = [[(0, 1 << 30, lo, hi), floor, {}]] if floor else []
 
     def retire(self, st: Storage, space: Space, lo: int, hi: int) -> None:
@@ -78,10 +96,21 @@ class NkiEmitter(KernelBuilder):
                 for s, c in d.items():
                     if c > agg.get(s, 0):
                         agg[s] = c
-        region = self._new_region(space, lo, hi)
         for s, c in agg.items():
-            if c > region.writers.get(s, 0):
-                region.writers[s] = c
+            self._hist_raise(space, s, lo, hi, c)
+
+    def publish_chip(self) -> None:
+        """Leave this kernel's on-chip history where the builder's other kernels look (``_regions``): one
+        region per space over the bytes it used, waiting for its last access on every stream."""
+        for space, per in self.nki_hist.items():
+            agg = {s: int(a.max()) for s, a in per.items() if a.any()}
+            used = [np.flatnonzero(a).max() for a in per.values() if a.any()]
+            if not agg:
+                continue
+            region = self._new_region(space, 0, (max(used) + 1) * GRANULE)
+            for s, c in agg.items():
+                if c > region.writers.get(s, 0):
+                    region.writers[s] = c
 
     # --- emission ---------------------------------------------------------------------------------------
     def emit_nki(self, ins, accesses, after=()) -> tuple[str, int]:
@@ -288,11 +317,12 @@ class Lowering:
             else:
                 lo = ap.offset
             return (ap.start, ap.start + ap.partitions, lo, ap.offset + ap.extent_bytes())
-        lo, hi = ap.element_span()
-        b = cover_box(t) if t.indirect_index is None else None
+        if st.id in self.em.nki_readonly:  # no op writes it: no records, only the graph's history
+            return ("h", ap.tensor, 0, 0, None)
         if t.indirect_index is not None:
-            lo, hi = 0, 1 << 62
-        return ("h", ap.tensor, lo, hi, b)
+            return ("h", ap.tensor, 0, 1 << 62, None)
+        lo, hi = ap.element_span()
+        return ("h", ap.tensor, lo, hi, cover_box(t))
 
     def queue(self, key: tuple, kind: str) -> int:
         q = self.queues.get(key)
@@ -520,6 +550,7 @@ def lower_into(tracer: Tracer, program: Program, emitter: NkiEmitter, hbm_index:
     emitter.nki_readonly = {st.id for st in tracer.storages if not st.on_chip and st.id not in written}
     low.run(tracer.ops, events, placement, None)
     emitter.publish_hbm(hbm_index)
+    emitter.publish_chip()
     program.meta.setdefault("sbuf_peak_bytes", 0)
     program.meta["sbuf_peak_bytes"] = max(program.meta["sbuf_peak_bytes"], placement.peak[SBUF])
     program.meta["psum_peak_bytes"] = max(program.meta.get("psum_peak_bytes", 0), placement.peak[PSUM])

@@ -77,7 +77,8 @@ class RunReport:
         tl = self.timeline
         locs = self.traced.tracer.locs
         src = np.asarray(self.traced.source, np.int64)
-        dur = tl.end_ns - tl.start_ns
+        # a DMA's row counts its data movement, not the wait for an engine after its trigger
+        dur = tl.end_ns - np.where(tl.encoded.kind == 3, np.maximum(tl.data_start_ns, tl.start_ns), tl.start_ns)
         stream = tl.encoded.stream
         names = list(ENGINE_STREAMS)
         rows = {}

@@ -60,7 +60,7 @@ class Storage:
 
     __slots__ = ("id", "buffer", "shape", "dtype", "name", "address", "loc", "kind", "value", "first", "last",
                  "written_all", "any_write", "mask", "pending", "mm_mask", "arg_index", "mutated", "placed",
-                 "itemsize")
+                 "itemsize", "free", "ns")
 
     def __init__(self, buffer: MemoryRegion, shape: tuple[int, ...], dtype: NkiDType, name: str = "",
                  address=None, loc: int = -1, kind: str | None = None, value=None) -> None:
@@ -69,6 +69,8 @@ class Storage:
         self.shape = shape
         self.dtype = dtype
         self.itemsize = dtype.itemsize
+        self.free = prod(shape[1:]) if len(shape) > 1 else 1   # elements per partition (on chip)
+        self.ns = _contiguous_strides(shape)                     # natural strides of the storage
         self.name = name
         self.address = address
         self.loc = loc
@@ -95,7 +97,7 @@ class Storage:
 
     @property
     def free_elems(self) -> int:
-        return prod(self.shape[1:]) if len(self.shape) > 1 else 1
+        return self.free
 
     @property
     def bytes_per_partition(self) -> int:
@@ -197,7 +199,9 @@ class NkiTensor:
     def pstride(self) -> int:
         """Elements (of this view's dtype) per partition of the storage: the partition dim's stride."""
         st = self.storage
-        return st.free_elems * st.itemsize // self.dtype.itemsize
+        if self.dtype is st.dtype:
+            return st.free
+        return st.free * st.itemsize // self.dtype.itemsize
 
     def __repr__(self) -> str:
         return (f"NkiTensor(shape={self.shape}, dtype={self.dtype}, buffer={self.buffer!r}, "

@@ -230,7 +230,7 @@ def _box(t: NkiTensor, exact: bool):
     if t.dtype.itemsize != st.itemsize:
         return None
     shape = st.shape
-    ns = natural_strides(shape)
+    ns = st.ns
     start = []
     off = t.offset
     for n, s in zip(shape, ns):
