@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -146,14 +147,16 @@ def _substitute(bound, views: dict):
 
 
 def trace(fn, args, kwargs, spec, grid=(1,), name: str | None = None, arg_views=None,
-          uninitialized: str | None = None) -> tuple[Tracer, dict, list, object]:
+          uninitialized: str | None = None, legacy: bool = False) -> tuple[Tracer, dict, list, object]:
     """Run ``fn`` once per program of the launch grid under a Tracer. Returns (tracer, input views by
     argument key, output storages, return structure)."""
     name = name or fn.__name__
-    mode = uninitialized or os.environ.get(UNINIT_ENV, "error")
+    # 0.1 kernels compute unmasked on tiles whose masked rows were never written (by design, the rows are
+    # never stored), so uninitialised reads are not errors there; the interpreter's NaN poison remains
+    mode = uninitialized or os.environ.get(UNINIT_ENV, "ignore" if legacy else "error")
     if mode not in ("error", "warn", "ignore"):
         raise NkiValidationError(f"{UNINIT_ENV}={mode!r}: use error, warn or ignore")
-    tr = Tracer(spec, name, uninitialized=mode, grid=tuple(grid))
+    tr = Tracer(spec, name, uninitialized=mode, grid=tuple(grid), legacy=legacy)
     bound, tensors = _tensor_args(fn, args, kwargs)
     views: dict = {}
     with tr:
@@ -200,10 +203,11 @@ def _outputs(tr: Tracer, result):
     return outs, structure
 
 
-def build(fn, args, kwargs, spec, grid=(1,), name: str | None = None, uninitialized: str | None = None) -> Traced:
+def build(fn, args, kwargs, spec, grid=(1,), name: str | None = None, uninitialized: str | None = None,
+          legacy: bool = False) -> Traced:
     """Trace and lower ``fn`` for these arguments: a standalone Program."""
     t0 = time.perf_counter_ns()
-    tr, views, outs, structure = trace(fn, args, kwargs, spec, grid, name, uninitialized=uninitialized)
+    tr, views, outs, structure = trace(fn, args, kwargs, spec, grid, name, uninitialized=uninitialized, legacy=legacy)
     t1 = time.perf_counter_ns()
     prog = Program(tr.kernel_name, target=spec.name)
     index: dict[int, int] = {}
@@ -306,7 +310,7 @@ class Kernel:
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = build(self.fn, args, kwargs, spec, grid, self.__name__,
-                                           self.options.get("uninitialized"))
+                                           self.options.get("uninitialized"), self.legacy)
             hit.fresh = True
         else:
             hit.fresh = False
@@ -325,10 +329,26 @@ class Kernel:
         return report
 
     def __call__(self, *args, **kwargs):
+        simulate_only = kwargs.pop("_trnscope_simulate", False) or os.environ.get(SIMULATOR_ENV, "0") == "1"
+        return _entry()(self, args, kwargs, simulate_only)
+
+
+_ENTRY = None
+
+
+def _entry():
+    """run_kernel, hidden from Dynamo when torch is loaded: a kernel called inside a compiled function
+    (without nki_op/wrap_nki) is a graph break, as a Python-level call it cannot trace."""
+    global _ENTRY
+    if _ENTRY is None:
         from .run import run_kernel
 
-        simulate_only = kwargs.pop("_trnscope_simulate", False) or os.environ.get(SIMULATOR_ENV, "0") == "1"
-        return run_kernel(self, args, kwargs, simulate_only)
+        if "torch" not in sys.modules:
+            return run_kernel
+        import torch
+
+        _ENTRY = torch._dynamo.disable(run_kernel, recursive=True)
+    return _ENTRY
 
 
 def jit(fn=None, **kwargs):

@@ -114,7 +114,13 @@ def _run_torch(kernel: Kernel, args, kwargs, tensors, simulate_only: bool):
         traced = kernel.specialize(*args, **kwargs)
         dev = torch_ts[0].device
         outs = [torch.empty(st.shape, dtype=torch_dtype(st.dtype), device=dev) for st, _ in traced.outputs]
-        return _structured(traced, outs)
+        ret = _structured(traced, outs)
+        from .torch_ops import capturing
+
+        calls = capturing()
+        if calls is not None:  # a graph compiler is linking the op that calls this kernel
+            calls.append((kernel, args, kwargs, ret))
+        return ret
     devices = {t.device for t in torch_ts}
     neuron = [d for d in devices if d.type == "neuron"]
     if neuron and len(devices) > 1:

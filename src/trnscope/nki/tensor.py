@@ -242,6 +242,14 @@ class NkiTensor:
     def __getitem__(self, key) -> "NkiTensor":
         if not isinstance(key, tuple):
             key = (key,)
+        if any(type(k).__name__ == "IndexExpr" for k in key):
+            from . import trace as _trace
+
+            tr = _trace.active()
+            if tr is not None and tr.legacy:
+                from .legacy import legacy_index
+
+                return legacy_index(self, key)
         nd = len(self.shape)
         if any(k is Ellipsis for k in key):
             i = next(j for j, k in enumerate(key) if k is Ellipsis)
@@ -298,6 +306,21 @@ class NkiTensor:
         return self._derive(shape, strides, offset)
 
     def __setitem__(self, key, value) -> None:
+        from . import trace as _trace
+
+        tr = _trace.active()
+        if tr is not None and tr.legacy:  # 0.1: tile[...] = value copies into the tile
+            from .legacy import _operand
+            from . import isa as _isa
+
+            dst = self[key]
+            dst = _operand(dst, None)
+            src = _operand(value, None)
+            if dst.on_chip:
+                _isa.tensor_copy(dst, src)
+            else:
+                _isa.dma_copy(dst, src)
+            return
         raise NkiLegacyError("assigning into a tile (t[...] = value) is NKI 0.1 style; in nki.* write through an "
                              "instruction: nisa.tensor_copy(dst=t[...], src=value) on chip, or "
                              "nisa.dma_copy(dst=hbm_tensor[...], src=tile) / nl.store")
@@ -546,6 +569,12 @@ class NkiTensor:
         pattern = [[self.strides[0], vector_offset.shape[0]]] + [[st, sz] for sz, st in
                                                                  zip(self.shape[1:], self.strides[1:])]
         return self.ap(pattern, offset=self.offset, vector_offset=vector_offset)
+
+    def broadcast_to(self, shape) -> "NkiTensor":
+        """A new tile of ``shape`` holding this one repeated (nl.broadcast_to; the NKI 0.1 tile method)."""
+        from . import language as nl
+
+        return nl.broadcast_to(self, shape)
 
     # --- arithmetic sugar (nl element-wise ops) -----------------------------------------------------
     def _binary(self, other, name: str, reverse: bool = False):

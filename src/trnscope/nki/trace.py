@@ -54,7 +54,9 @@ def active() -> "Tracer | None":
 
 
 class Tracer:
-    def __init__(self, spec, kernel_name: str, *, uninitialized: str = "error", program_id=(0,), grid=(1,)) -> None:
+    def __init__(self, spec, kernel_name: str, *, uninitialized: str = "error", program_id=(0,), grid=(1,),
+                 legacy: bool = False) -> None:
+        self.legacy = legacy  # an NKI 0.1 (neuronxcc.nki) kernel: index grids, masks, tile-returning calls
         self.spec = spec
         self.kernel_name = kernel_name
         self.ops: list[Op] = []
