@@ -2,7 +2,8 @@
 
 ScalarE squares x / sqrt(D) and add-reduces the row in the same instruction (the mean of squares);
 one VectorE tensor_scalar turns it into (ms + eps) ** -0.5; the row is scaled by that per-partition
-value and multiplied by w, which is loaded once, broadcast to all 128 partitions by the DMA.
+value (on ScalarE for fp32, on VectorE for 16-bit types: the kernel specialises on the dtype at
+trace time) and multiplied by w, which is loaded once, broadcast to all 128 partitions by the DMA.
 
     trnscope run examples/nki/rmsnorm.py
 """
@@ -33,7 +34,10 @@ def rmsnorm(x, w, eps=1e-6):
         rstd = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=rstd, data=ms, op0=nl.add, operand0=eps, op1=nl.power, operand1=-0.5)
         y = nl.ndarray((p, d), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.activation(dst=y, op=nl.copy, data=xt, scale=rstd)
+        if x.dtype == nl.float32:  # ScalarE takes the scaling, leaving VectorE only the weight multiply
+            nisa.activation(dst=y, op=nl.copy, data=xt, scale=rstd)
+        else:  # 16-bit tiles: VectorE's fast modes make the scaling nearly free there (trn2)
+            nisa.tensor_scalar(dst=y, data=xt, op0=nl.multiply, operand0=rstd)
         yw = nl.ndarray((p, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=yw, data1=y, data2=w_tile[0:p, :], op=nl.multiply)
         nisa.dma_copy(dst=out[r0:r0 + p, :], src=yw)

@@ -107,9 +107,14 @@ class Traced:
         return self.trace_ns + self.lower_ns
 
 
+_SIGNATURES: dict = {}
+
+
 def _tensor_args(fn, args, kwargs):
     """(bound arguments, [(key, name, value)] of tensor arguments) in the kernel's parameter order."""
-    sig = inspect.signature(fn)
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        sig = _SIGNATURES[fn] = inspect.signature(fn)
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as exc:

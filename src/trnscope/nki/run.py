@@ -36,14 +36,24 @@ def _report(kernel: Kernel, traced: Traced, timeline):
 
 
 def run_kernel(kernel: Kernel, args: tuple, kwargs: dict, simulate_only: bool):
-    bound, tensors = _tensor_args(kernel.fn, args, kwargs)
-    if any(_is_torch(v) for _, _, v in tensors):
-        return _run_torch(kernel, args, kwargs, tensors, simulate_only)
-    for _, name, v in tensors:
-        if isinstance(v, ArgSpec):
-            raise NkiError(f"argument {name!r} is an ArgSpec (shape and dtype only): call kernel.timeline(...) to time "
-                           f"the kernel without data, or pass an array")
-    traced = kernel.specialize(*args, **kwargs)
+    from .. import runtime
+
+    clock = runtime.CLOCK
+    # looking the kernel up (and tracing it on a miss) is emulator work; a miss then costs the host
+    # the compile time, as Neuron's compiler does
+    with clock.emulation():
+        bound, tensors = _tensor_args(kernel.fn, args, kwargs)
+        is_torch = any(_is_torch(v) for _, _, v in tensors)
+        if not is_torch:
+            for _, name, v in tensors:
+                if isinstance(v, ArgSpec):
+                    raise NkiError(f"argument {name!r} is an ArgSpec (shape and dtype only): call kernel.timeline(...) "
+                                   f"to time the kernel without data, or pass an array")
+        traced = kernel.specialize(*args, **kwargs) if not is_torch or not _fake_call(tensors) else None
+    if traced is not None and traced.fresh:
+        clock.wait_until(clock.now() + traced.compile_ns)
+    if is_torch:
+        return _run_torch(kernel, args, kwargs, tensors, simulate_only, traced)
     values = {key: v for key, _, v in tensors}
     inputs = [np.asarray(values[key]) for key, _, _ in traced.inputs]
     box: dict = {}
@@ -53,10 +63,15 @@ def run_kernel(kernel: Kernel, args: tuple, kwargs: dict, simulate_only: bool):
 
     timeline = _execute(traced, compute, simulate_only, device=0)
     outs, muts = box["r"]
-    for (key, _, _), value in zip(traced.mutated, muts):
-        np.copyto(values[key], value.astype(values[key].dtype, copy=False), casting="unsafe")
-    _report(kernel, traced, timeline)
-    return _structured(traced, [o.copy() for o in outs])
+    with clock.emulation():
+        for (key, _, _), value in zip(traced.mutated, muts):
+            np.copyto(values[key], value.astype(values[key].dtype, copy=False), casting="unsafe")
+        _report(kernel, traced, timeline)
+        return _structured(traced, [o.copy() for o in outs])
+
+
+def _fake_call(tensors) -> bool:
+    return any(_is_torch(v) and _is_fake(v) for _, _, v in tensors)
 
 
 def _execute(traced: Traced, compute, simulate_only: bool, device: int):
@@ -104,7 +119,7 @@ def _is_fake(t) -> bool:
     return isinstance(t, FakeTensor) or t.device.type == "meta"
 
 
-def _run_torch(kernel: Kernel, args, kwargs, tensors, simulate_only: bool):
+def _run_torch(kernel: Kernel, args, kwargs, tensors, simulate_only: bool, traced=None):
     import torch
 
     torch_ts = [v for _, _, v in tensors if _is_torch(v)]
@@ -129,7 +144,6 @@ def _run_torch(kernel: Kernel, args, kwargs, tensors, simulate_only: bool):
     if not neuron and any(d.type != "cpu" for d in devices):
         raise NkiValidationError(f"kernel {kernel.__name__}: tensors on {sorted(map(str, devices))}; NKI kernels take "
                                  f"neuron or CPU tensors (or NumPy arrays)")
-    traced = kernel.specialize(*args, **kwargs)
     values = {key: v for key, _, v in tensors}
     if neuron:
         return _run_neuron(kernel, traced, values, neuron[0], simulate_only)
