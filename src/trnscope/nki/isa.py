@@ -133,8 +133,10 @@ def _looks_01(fn, args, kwargs) -> bool:
 
 
 def _legacy_mask(what: str) -> NkiLegacyError:
+    tr = _trace.active()
     return NkiLegacyError(f"{what}(..., mask=...) is NKI 0.1 (neuronxcc.nki); in nki.* slice the operands to the "
-                          f"valid region instead (e.g. t[0:rows, :] with rows = min(P, n - start))")
+                          f"valid region instead (e.g. t[0:rows, :] with rows = min(P, n - start))",
+                          tr.where(tr.location()) if tr is not None else None)
 
 
 def _tensor(x, what: str) -> NkiTensor:

@@ -231,6 +231,7 @@ def build(fn, args, kwargs, spec, grid=(1,), name: str | None = None, uninitiali
             mutated.append((key, st, index[st.id]))
     outputs = []
     for j, st in enumerate(outs):
+        st.kind = "output"
         index[st.id] = prog.tensor(st.name or f"out{j}", st.shape, st.dtype.device, "output")
         outputs.append((st, index[st.id]))
     for st in tr.storages:

@@ -223,7 +223,10 @@ def _overlap(a, b) -> bool:
         ba, bb = a[4], b[4]
         if ba is None or bb is None:
             return True
-        return all(al <= bh and bl <= ah for (al, ah), (bl, bh) in zip(ba, bb))
+        for (al, ah), (bl, bh) in zip(ba, bb):
+            if ah < bl or bh < al:
+                return False
+        return True
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
@@ -312,11 +315,15 @@ class Lowering:
     def box(self, t: NkiTensor, ap: AP):
         st = t.storage
         if st.on_chip:
-            if ap.dims:
-                lo = ap.offset + sum(min(0, s * (n - 1)) for s, n in ap.dims) * ap.dtype.itemsize
-            else:
-                lo = ap.offset
-            return (ap.start, ap.start + ap.partitions, lo, ap.offset + ap.extent_bytes())
+            lo = hi = 0
+            for s, n in ap.dims:
+                step = s * (n - 1)
+                if step < 0:
+                    lo += step
+                else:
+                    hi += step
+            isz = ap.dtype.itemsize
+            return (ap.start, ap.start + ap.partitions, ap.offset + lo * isz, ap.offset + (hi + 1) * isz)
         if st.id in self.em.nki_readonly:  # no op writes it: no records, only the graph's history
             return ("h", ap.tensor, 0, 0, None)
         if t.indirect_index is not None:

@@ -51,81 +51,124 @@ def nki_op(name: str, fn: Callable | None = None, *, mutates_args=(), schema: st
 
 
 def wrap_nki(kernel) -> "WrappedKernel":
-    """A callable that runs ``kernel`` through an automatically registered custom op (Dynamo-opaque)."""
+    """A callable that runs ``kernel`` through a custom op (Dynamo-opaque). Non-tensor arguments are constants
+    baked in per call signature; the kernel must return its outputs (an argument it writes needs nki_op with
+    mutates_args)."""
     if not isinstance(kernel, Kernel):
         kernel = Kernel(kernel)
     return WrappedKernel(kernel)
 
 
+# call signature id -> (kernel, positional template, keyword template): tensors are slots (None), the rest
+# constants. One custom op per wrapped kernel takes (Tensor[] tensors, int call) and returns Tensor[].
+_CALLS: dict[int, tuple] = {}
+_CALL_IDS: dict[tuple, int] = {}
+_STRUCTURES: dict[int, object] = {}
+
+
+def _call_of(tensors, call: int):
+    kernel, args, kwargs = _CALLS[call]
+    it = iter(tensors)
+    a = [next(it) if v is None else v[1] for v in args]
+    k = {name: (next(it) if v is None else v[1]) for name, v in kwargs}
+    out = kernel(*a, **k)
+    if out is None:
+        _STRUCTURES[call] = None
+        return []
+    if isinstance(out, (tuple, list)):
+        _STRUCTURES[call] = len(out)
+        return list(out)
+    _STRUCTURES[call] = 0
+    return [out]
+
+
+_HELPERS: dict = {}
+
+
+def _register_call():
+    """(wrapper id, templates) -> call id, run for real while Dynamo traces (its result is a constant)."""
+    fn = _HELPERS.get("register")
+    if fn is None:
+        import torch
+
+        def register(ident, a_tpl, k_tpl):
+            key = (ident, a_tpl, k_tpl)
+            call = _CALL_IDS.get(key)
+            if call is None:
+                call = _CALL_IDS[key] = len(_CALL_IDS)
+                kernel = _WRAPPERS[ident]
+                _CALLS[call] = (kernel, a_tpl, k_tpl)
+            return call
+        fn = _HELPERS["register"] = torch._dynamo.assume_constant_result(register)
+    return fn
+
+
+def _structure_of():
+    fn = _HELPERS.get("structure")
+    if fn is None:
+        import torch
+
+        fn = _HELPERS["structure"] = torch._dynamo.assume_constant_result(lambda call: _STRUCTURES.get(call, 0))
+    return fn
+
+
+_WRAPPERS: dict[int, Kernel] = {}
+
+
 class WrappedKernel:
-    def __init__(self, kernel: Kernel, grid=None) -> None:
+    def __init__(self, kernel: Kernel, grid=None, op=None, ident=None) -> None:
+        import torch
+
         self.kernel = kernel if grid is None else kernel[grid]
         self._base = kernel
-        self._ops: dict = {}
         self.__name__ = kernel.__name__
+        self._id = ident if ident is not None else next(_wrapped_ids)
+        if grid is not None:
+            self._id = (self._id if ident is None else ident, tuple(grid) if isinstance(grid, (tuple, list))
+                        else (grid,))
+        _WRAPPERS[self._id] = self.kernel
+        _register_call(), _structure_of()  # made before Dynamo sees a call: it cannot trace their creation
+        if op is None:
+            op = torch.library.custom_op(f"nki_wrapped::{kernel.__name__}_{self._id}", _call_of, mutates_args=(),
+                                         schema="(Tensor[] tensors, int call) -> Tensor[]")
+            op.register_fake(_call_of)
+            _register_lowering(f"nki_wrapped::{kernel.__name__}_{self._id}",
+                               _call_of, op, wrapped=True)
+        self._op = op
 
     def __getitem__(self, grid) -> "WrappedKernel":
-        w = WrappedKernel(self._base, grid)
-        w._ops = self._ops
-        return w
+        return WrappedKernel(self._base, grid, self._op, self._id)
 
     def __call__(self, *args, **kwargs):
         import torch
 
-        bound, tensors = _tensor_args(self.kernel.fn, args, kwargs)
-        if not tensors or not all(_is_torch(v) for _, _, v in tensors):
-            return self.kernel(*args, **kwargs)
-        consts = tuple((k, repr(v)) for k, v in bound.arguments.items() if not _is_torch(v))
-        key = (self.kernel.grid, consts, len(tensors))
-        op = self._ops.get(key)
-        if op is None:
-            op = self._ops[key] = self._define(args, kwargs, tensors)
-        return op(*[v for _, _, v in tensors])
-
-    def _define(self, args, kwargs, tensors):
-        import torch
-
-        traced = self.kernel.specialize(*args, **kwargs)
-        mutated = {key for key, _, _ in traced.mutated}
-        names = [f"t{i}" for i in range(len(tensors))]
-        params = ", ".join(f"Tensor(a{i}!) {n}" if key in mutated else f"Tensor {n}"
-                           for i, ((key, _, _), n) in enumerate(zip(tensors, names)))
-        n_out = len(traced.outputs)
-        ret = "()" if n_out == 0 else ("Tensor" if traced.structure == 0 else "(" + ", ".join(["Tensor"] * n_out) + ")")
-        opname = f"nki_wrapped::{self.kernel.__name__}_{next(_wrapped_ids)}"
-        kernel = self.kernel
-        keys = [key for key, _, _ in tensors]
-        bound_args, bound_kwargs = args, kwargs
-
-        def call(*ts):
-            views = dict(zip(keys, ts))
-            from .jit import _substitute
-
-            bound, _ = _tensor_args(kernel.fn, bound_args, bound_kwargs)
-            a, k = _substitute(bound, views)
-            return kernel(*a, **k)
-
-        mutates = [n for (key, _, _), n in zip(tensors, names) if key in mutated]
-        op = torch.library.custom_op(opname, call, mutates_args=mutates, schema=f"({params}) -> {ret}")
-        op.register_fake(call)
-        _register_lowering(opname, call, op)
-        return op
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        tensors += [v for _, v in sorted(kwargs.items()) if isinstance(v, torch.Tensor)]
+        a_tpl = tuple(None if isinstance(a, torch.Tensor) else ("c", a) for a in args)
+        k_tpl = tuple((k, None if isinstance(v, torch.Tensor) else ("c", v)) for k, v in sorted(kwargs.items()))
+        call = _HELPERS["register"](self._id, a_tpl, k_tpl)
+        outs = self._op(tensors, call)
+        structure = _HELPERS["structure"](call)
+        if structure is None:
+            return None
+        return outs[0] if structure == 0 else tuple(outs)
 
 
 # --- linking into a graph's NEFF ---------------------------------------------------------------------------
 
-def _register_lowering(name: str, fn: Callable, op) -> None:
+def _register_lowering(name: str, fn: Callable, op, wrapped: bool = False) -> None:
     from ..compiler.lowering import _REGISTRY
 
     def lower(ctx) -> None:
-        link(ctx, fn)
+        link(ctx, fn, wrapped)
 
     lower.__name__ = f"lower_{name.replace('::', '_')}"
     _REGISTRY[name] = lower
 
 
-def link(ctx, fn: Callable) -> None:
-    """Emit the kernels ``fn`` calls into the graph's Program (``ctx`` is the op's LoweringContext)."""
+def link(ctx, fn: Callable, wrapped: bool = False) -> None:
+    """Emit the kernels ``fn`` calls into the graph's Program (``ctx`` is the op's LoweringContext).
+    ``wrapped``: ``fn`` is a wrap_nki op's (tensors, call) function."""
     import torch
 
     from ..compiler.lowering import NoLowering
@@ -142,7 +185,10 @@ def link(ctx, fn: Callable) -> None:
         stand_ins.append(t)
         known[id(t)] = (idx, m)
     attrs = dict(ctx.call.attrs)
-    args = _rebuild_args(fn, stand_ins, attrs)
+    if wrapped:
+        args = [[t for t in stand_ins if t is not None], attrs["call"]]
+    else:
+        args = _rebuild_args(fn, stand_ins, attrs)
     calls: list = []
     _capture.calls = calls
     try:

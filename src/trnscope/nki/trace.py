@@ -142,6 +142,8 @@ class Tracer:
         st = t.storage
         if t.indirect_index is not None:
             return  # rows are chosen at run time; the DMA checks each index (oob_mode)
+        if t.offset == 0 and t.shape == st.shape and t.strides == st.ns:
+            return  # the whole storage, as allocated
         total = st.nbytes // t.dtype.itemsize
         lo = hi = t.offset
         for size, stride in zip(t.shape, t.strides):
@@ -231,31 +233,38 @@ def _box(t: NkiTensor, exact: bool):
     st = t.storage
     if t.dtype.itemsize != st.itemsize:
         return None
-    shape = st.shape
-    ns = st.ns
-    start = []
+    shape, ns = st.shape, st.ns
     off = t.offset
-    for n, s in zip(shape, ns):
-        start.append((off // s) % n)
-    if sum(a * s for a, s in zip(start, ns)) != off:
+    if off == 0 and t.strides == ns and t.shape == shape:
+        return tuple((0, n - 1) for n in shape)
+    start = [(off // s) % n for n, s in zip(shape, ns)]
+    total = 0
+    for a, s in zip(start, ns):
+        total += a * s
+    if total != off:
         return None
     hi = list(start)
-    used = set()
+    used = 0
+    nd = len(ns)
     for size, stride in zip(t.shape, t.strides):
         if size == 1:
             continue
-        for d, s in enumerate(ns):
+        d = 0
+        while d < nd:
+            s = ns[d]
             if stride == s or (not exact and stride > 0 and stride % s == 0 and (d == 0 or stride < ns[d - 1])):
                 break
+            d += 1
         else:
             return None
-        if d in used:
+        bit = 1 << d
+        if used & bit:
             return None
-        used.add(d)
-        step = stride // ns[d]
-        hi[d] = start[d] + step * (size - 1)
-        if hi[d] >= shape[d]:
+        used |= bit
+        h = start[d] + stride // ns[d] * (size - 1)
+        if h >= shape[d]:
             return None
+        hi[d] = h
     return tuple(zip(start, hi))
 
 
