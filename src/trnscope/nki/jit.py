@@ -165,7 +165,7 @@ def trace(fn, args, kwargs, spec, grid=(1,), name: str | None = None, arg_views=
     bound, tensors = _tensor_args(fn, args, kwargs)
     views: dict = {}
     with tr:
-        loc = tr.location()
+        loc = tr.def_location(fn)
         for key, pname, value in tensors:
             if arg_views is not None and key in arg_views:
                 views[key] = arg_views[key](tr)

@@ -96,6 +96,16 @@ class Tracer:
             self.locs.append(key)
         return idx
 
+    def def_location(self, fn) -> int:
+        """The location of a function's ``def`` line (where a kernel's arguments come from)."""
+        code = getattr(fn, "__code__", None)
+        key = (code.co_filename, code.co_firstlineno, code.co_name) if code else ("<unknown>", 0, "")
+        idx = self._loc_index.get(key)
+        if idx is None:
+            idx = self._loc_index[key] = len(self.locs)
+            self.locs.append(key)
+        return idx
+
     def where(self, loc: int) -> str:
         if loc < 0 or loc >= len(self.locs):
             return self.kernel_name
