@@ -1,7 +1,8 @@
 """Flash-style attention forward for one head: softmax(q k^T * scale [+ causal mask]) v, never holding the
 [S, S] scores. q and k arrive transposed ([d, S], d <= 128 on the partitions), v as [S, d].
 
-Per 128-query tile, keys stream in blocks of 512: TensorE computes the scores into one PSUM bank,
+K^T and V are loaded into SBUF once. Per 128-query tile, keys go in blocks of 512: TensorE computes the
+scores into one PSUM bank,
 ScalarE scales them, GpSimd masks the diagonal block (causal), VectorE keeps the running row max,
 ScalarE takes exp(s - max) with its row sum, TensorE transposes the probabilities 128 keys at a time and
 multiplies them with v into PSUM; the running output and sum are rescaled by exp(old max - new max).
@@ -25,6 +26,11 @@ def attention_fwd(q_t, k_t, v, scale=1.0, causal=False):
     P = nl.tile_size.pmax
     assert d <= P and s_q % P == 0 and s_k % KEY_BLOCK == 0, "d <= 128, Sq % 128 == 0, Sk % 512 == 0"
     out = nl.ndarray((s_q, d), dtype=v.dtype, buffer=nl.shared_hbm)
+    # K^T and V stay in SBUF for all query tiles (one DMA each): [d, Sk] and [128 keys, Sk / 128, d]
+    k_all = nl.ndarray((d, s_k), dtype=k_t.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=k_all, src=k_t)
+    v_all = nl.ndarray((P, s_k // P, d), dtype=v.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=v_all, src=v.reshape((s_k // P, P, d)).permute((1, 0, 2)))
     for qi in range(s_q // P):
         q0 = qi * P
         qt = nl.ndarray((d, P), dtype=q_t.dtype, buffer=nl.sbuf)
@@ -38,10 +44,8 @@ def attention_fwd(q_t, k_t, v, scale=1.0, causal=False):
         last = (q0 + P - 1) // KEY_BLOCK + 1 if causal else s_k // KEY_BLOCK
         for kj in range(last):
             k0 = kj * KEY_BLOCK
-            kt = nl.ndarray((d, KEY_BLOCK), dtype=k_t.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=kt, src=k_t[:, k0:k0 + KEY_BLOCK])
             s_ps = nl.ndarray((P, KEY_BLOCK), dtype=nl.float32, buffer=nl.psum)
-            nisa.nc_matmul(dst=s_ps, stationary=qt, moving=kt)
+            nisa.nc_matmul(dst=s_ps, stationary=qt, moving=k_all[:, k0:k0 + KEY_BLOCK])
             s = nl.ndarray((P, KEY_BLOCK), dtype=nl.float32, buffer=nl.sbuf)
             nisa.activation(dst=s, op=nl.copy, data=s_ps, scale=scale)
             if causal and k0 + KEY_BLOCK > q0:  # keep key k0+f for query q0+p when (q0 + p) - (k0 + f) >= 0
@@ -65,10 +69,11 @@ def attention_fwd(q_t, k_t, v, scale=1.0, causal=False):
                 pt_ps = nl.ndarray((P, P), dtype=v.dtype, buffer=nl.psum)
                 nisa.nc_transpose(dst=pt_ps, data=p[:, c * P:(c + 1) * P])
                 pt = nl.ndarray((P, P), dtype=v.dtype, buffer=nl.sbuf)
-                nisa.tensor_copy(dst=pt, src=pt_ps)
-                vt = nl.ndarray((P, d), dtype=v.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=vt, src=v[k0 + c * P:k0 + (c + 1) * P, :])
-                nisa.nc_matmul(dst=pv, stationary=pt, moving=vt, accumulate=c > 0)
+                if c % 2:  # PSUM evacuation alternates between ScalarE and VectorE, which are both busy here
+                    nisa.activation(dst=pt, op=nl.copy, data=pt_ps)
+                else:
+                    nisa.tensor_copy(dst=pt, src=pt_ps)
+                nisa.nc_matmul(dst=pv, stationary=pt, moving=v_all[:, k0 // P + c, :], accumulate=c > 0)
             o_new = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
             nisa.tensor_scalar(dst=o_new, data=o, op0=nl.multiply, operand0=corr)
             o = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)

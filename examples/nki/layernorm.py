@@ -1,7 +1,8 @@
 """LayerNorm over the last dim, y = (x - mean) / sqrt(var + eps) * gamma + beta.
 
 Statistics come from VectorE's bn_stats (per 512-element chunk) and bn_aggr, as in Neuron's LayerNorm
-tutorial; the shift and scale are one two-op tensor_scalar ((x - mean) * rstd); gamma and beta are
+tutorial; the normalisation x * rstd - mean * rstd is one ScalarE activation (scale and bias per
+partition), leaving VectorE the statistics and the gamma multiply and beta add; gamma and beta are
 loaded once, broadcast to all partitions by the DMA.
 
     trnscope run examples/nki/layernorm.py
@@ -35,9 +36,13 @@ def layernorm(x, gamma, beta, eps=1e-5):
         nisa.bn_aggr(dst=mv, data=stats)
         rstd = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=rstd, data=mv[:, 1:2], op0=nl.add, operand0=eps, op1=nl.power, operand1=-0.5)
-        y = nl.ndarray((p, d), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=y, data=xt, op0=nl.subtract, operand0=mv[:, 0:1], op1=nl.multiply, operand1=rstd)
-        yg = nl.ndarray((p, d), dtype=nl.float32, buffer=nl.sbuf)
+        shift = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)  # -mean * rstd
+        nisa.tensor_scalar(dst=shift, data=mv[:, 0:1], op0=nl.multiply, operand0=rstd, op1=nl.multiply,
+                           operand1=-1.0)
+        # (x - mean) * rstd = x * rstd + shift on ScalarE, so VectorE is left with gamma and beta
+        y = nl.ndarray((p, d), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=nl.copy, data=xt, scale=rstd, bias=shift)
+        yg = nl.ndarray((p, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=yg, data1=y, data2=g[0:p, :], op=nl.multiply)
         yb = nl.ndarray((p, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=yb, data1=yg, data2=b[0:p, :], op=nl.add)

@@ -267,11 +267,23 @@ class Lowering:
         self.source: list[int] = []
         self.op_done: dict[int, tuple[str, int]] = {}
         self.loc = -1
+        self._aps: dict[tuple, AP] = {}
+        self._boxes: dict[int, tuple] = {}  # id(AP) -> its access box (the AP is kept alive by _aps)
 
     # --- operands ---------------------------------------------------------------------------------------
     def ap(self, t: NkiTensor, split: int = 0, dims_override=None) -> AP:
         """``t`` as an access pattern. ``split``: the last ``split`` view dims stay apart from the others
-        (a reduction's axes). ``dims_override``: free dims to use instead of the view's (iota patterns)."""
+        (a reduction's axes). ``dims_override``: free dims to use instead of the view's (iota patterns).
+        Loops recreate the same views: patterns are memoised per (storage, view, split) while it is placed."""
+        if dims_override is None and t.indirect_index is None:
+            key = (t.storage.id, t.shape, t.strides, t.offset, t.dtype, split)
+            hit = self._aps.get(key)
+            if hit is None:
+                hit = self._aps[key] = self._ap(t, split, None)
+            return hit
+        return self._ap(t, split, dims_override)
+
+    def _ap(self, t: NkiTensor, split: int, dims_override) -> AP:
         st = t.storage
         dt = t.dtype.device
         if st.on_chip:
@@ -313,6 +325,14 @@ class Lowering:
         return cls(msg, self.tr.where(self.loc))
 
     def box(self, t: NkiTensor, ap: AP):
+        hit = self._boxes.get(id(ap))
+        if hit is not None and hit[0] is ap:
+            return hit[1]
+        b = self._box(t, ap)
+        self._boxes[id(ap)] = (ap, b)
+        return b
+
+    def _box(self, t: NkiTensor, ap: AP):
         st = t.storage
         if st.on_chip:
             lo = hi = 0
@@ -359,6 +379,9 @@ class Lowering:
                 for st in ev[1]:
                     if st.id in off:
                         em.retire(st, _SPACE[st.buffer], off[st.id], off[st.id] + placement.size[st.id])
+                if len(self._aps) > 1 << 16:  # bound the memo (views of dead tiles never come back)
+                    self._aps.clear()
+                    self._boxes.clear()
 
     def _emit(self, ins, reads, writes, after=()):
         acc = [(False, t.storage.id, self.box(t, a)) for t, a in reads]
