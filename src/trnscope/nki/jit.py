@@ -101,6 +101,7 @@ class Traced:
     source: list            # source-location index per instruction
     trace_ns: int = 0
     lower_ns: int = 0
+    fresh: bool = True      # this call traced it (its compile time is the host's)
 
     @property
     def compile_ns(self) -> int:
@@ -310,7 +311,6 @@ class Kernel:
         """The Traced kernel for these arguments (traced and lowered on first use, then cached)."""
         spec = target_spec()
         grid = self._grid()
-        _, tensors = _tensor_args(self.fn, args, kwargs)
         key = (spec, grid, tuple(_arg_key(v) for v in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
         hit = self._cache.get(key)

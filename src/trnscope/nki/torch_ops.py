@@ -157,13 +157,13 @@ class WrappedKernel:
 # --- linking into a graph's NEFF ---------------------------------------------------------------------------
 
 def _register_lowering(name: str, fn: Callable, op, wrapped: bool = False) -> None:
-    from ..compiler.lowering import _REGISTRY
+    from ..compiler.graph import LINKED
 
     def lower(ctx) -> None:
         link(ctx, fn, wrapped)
 
     lower.__name__ = f"lower_{name.replace('::', '_')}"
-    _REGISTRY[name] = lower
+    LINKED[name] = lower
 
 
 def link(ctx, fn: Callable, wrapped: bool = False) -> None:
