@@ -94,3 +94,16 @@ def test_run_report_ties_instructions_to_source_lines(examples):
     meta = run.program.meta["nki"]
     assert len(meta["instruction_location"]) == run.instruction_count
     assert "tensor_add.py:" in run.describe()
+
+
+def test_example_profile_ties_every_instruction_to_its_line(examples, tmp_path):
+    from trnscope.profiling.ntff import read_ntff
+
+    x, w = torch.randn(256, 1024), torch.randn(1024)
+    examples.rmsnorm.rmsnorm(x, w)
+    where = examples.rmsnorm.rmsnorm.last_run.save_profile(tmp_path)
+    (ntff,) = where.glob("*.ntff")
+    _, tables = read_ntff(ntff)
+    lines = tables["instruction"].column("nki_source_location").to_pylist()
+    assert lines and all(s.startswith("rmsnorm.py:") for s in lines)
+    assert {s.split()[0] for s in lines} == {r["location"] for r in examples.rmsnorm.rmsnorm.last_run.by_source()}

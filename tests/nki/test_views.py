@@ -90,6 +90,8 @@ def test_dtypes_compare_with_numpy_and_torch():
 def test_legacy_constructs_name_their_replacement():
     with pytest.raises(NkiLegacyError, match="slices"):
         traced(lambda a: nl.arange(128))
+    with pytest.raises(NkiLegacyError, match="mgrid.*NKI 0.1"):
+        traced(lambda a: nl.mgrid[0:128, 0:32])
     with pytest.raises(NkiLegacyError, match="partition dim is dim 0"):
         traced(lambda a: nl.ndarray((nl.par_dim(128), 4), nl.float32, buffer=nl.sbuf))
     with pytest.raises(NkiLegacyError, match="tensor_copy"):

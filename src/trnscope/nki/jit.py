@@ -255,7 +255,8 @@ def build(fn, args, kwargs, spec, grid=(1,), name: str | None = None, uninitiali
 
 def source_meta(tr: Tracer, source: list[int]) -> dict:
     """The source map a NEFF carries: every kernel location, and each instruction's index into them."""
-    return {"kernel": tr.kernel_name, "locations": [f"{f}:{line} ({fn})" for f, line, fn in tr.locs],
+    # file names without their directory: the same kernel gives the same NEFF (hash) wherever it is checked out
+    return {"kernel": tr.kernel_name, "locations": [f"{os.path.basename(f)}:{line} ({fn})" for f, line, fn in tr.locs],
             "instruction_location": list(source)}
 
 

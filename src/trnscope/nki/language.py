@@ -599,14 +599,25 @@ def device_print(print_prefix, tensor) -> None:
 
 # --- NKI 0.1 names: errors that name the replacement --------------------------------------------------------------
 def arange(*args, **kwargs):
+    tr = _trace.active()
     raise NkiLegacyError("nl.arange index grids are NKI 0.1 (neuronxcc.nki); in nki.* index with slices "
                          "(t[i*128:(i+1)*128, 0:n]) or nl.ds(start, size); run 0.1 kernels through "
-                         "`import neuronxcc.nki` (trnscope's compatibility layer)")
+                         "`import neuronxcc.nki` (trnscope's compatibility layer)",
+                         tr.where(tr.location()) if tr is not None else None)
 
 
-def mgrid(*args, **kwargs):
-    raise NkiLegacyError("nl.mgrid index grids are NKI 0.1 (neuronxcc.nki); in nki.* index with slices or "
-                         "nl.ds(start, size)")
+class _NoMGrid:
+    """``nl.mgrid[...]``: NKI 0.1 only."""
+
+    def _refuse(self, *args, **kwargs):
+        tr = _trace.active()
+        raise NkiLegacyError("nl.mgrid index grids are NKI 0.1 (neuronxcc.nki); in nki.* index with slices or "
+                             "nl.ds(start, size)", tr.where(tr.location()) if tr is not None else None)
+
+    __getitem__ = __call__ = _refuse
+
+
+mgrid = _NoMGrid()
 
 
 class par_dim:  # noqa: N801 - NKI 0.1's name
