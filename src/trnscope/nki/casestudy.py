@@ -33,7 +33,7 @@ _OP = None
 
 
 def rmsnorm_variants() -> dict:
-    """{"NKI kernel": fn(x, w)} running the example kernel through ``nki_op``, or {} without examples."""
+    """{"nki.rmsnorm": fn(x, w)} running the example kernel through ``nki_op``, or {} without examples."""
     global _OP
     mod = load_example("rmsnorm")
     if mod is None:
@@ -46,4 +46,4 @@ def rmsnorm_variants() -> dict:
         # the schema is given: this module's annotations are strings (from __future__ import annotations)
         _OP = nki_op("trnscope_casestudy::nki_rmsnorm", nki_rmsnorm, mutates_args=(),
                      schema="(Tensor x, Tensor w) -> Tensor")
-    return {"NKI kernel": _OP}
+    return {"nki.rmsnorm": _OP}
