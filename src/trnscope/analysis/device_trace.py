@@ -165,7 +165,8 @@ def _dma_data_start(ids: np.ndarray, dma: dict, fallback: np.ndarray) -> np.ndar
 
 _ARG_COLUMNS = ("id", "opcode", "engine", "timeline_track", "operands", "framework_op", "start_ns", "end_ns",
                 "evt_wait_time_ns", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes",
-                "psum_read_bytes", "psum_write_bytes", "raw_flops", "model_flops", "waits", "signals")
+                "psum_read_bytes", "psum_write_bytes", "raw_flops", "model_flops", "waits", "signals",
+                "nki_source_location")
 
 
 def _instruction_args(ins: dict, is_dma: np.ndarray, data_start: np.ndarray) -> list[dict]:

@@ -39,8 +39,10 @@ def fused_rms_norm(x, w, eps: float = EPS):
 def variants() -> dict:
     import torch
 
+    from ..nki.casestudy import rmsnorm_variants
+
     return {"naive": naive_rms_norm, "torch.rms_norm": fused_rms_norm,
-            "torch.compile": torch.compile(naive_rms_norm, backend="neuron")}
+            "torch.compile": torch.compile(naive_rms_norm, backend="neuron"), **rmsnorm_variants()}
 
 
 # the same variant's host time per call differing by more than this between calls: noisy

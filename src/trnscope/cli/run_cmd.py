@@ -1,8 +1,9 @@
 """``trnscope run SCRIPT [ARGS]``: run a PyTorch script on the emulated NeuronCore.
 
 For the run, ``import torch_neuronx`` and ``from torch_neuronx.profiling import NeuronConfig,
-ProfileMode, NeuronProfiler`` resolve to trnscope, so scripts written for TorchNeuron run
-unmodified. ``--profile DIR`` profiles the whole script (DEVICE + RUNTIME) into DIR.
+ProfileMode, NeuronProfiler`` resolve to trnscope, and so do ``import nki`` (``nki.language``,
+``nki.isa``), ``neuronxcc.nki`` and ``from torch_neuronx import nki_op, wrap_nki``, so scripts written
+for TorchNeuron and NKI kernel files run unmodified. ``--profile DIR`` profiles the whole script (DEVICE + RUNTIME) into DIR.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def install_torch_neuronx_alias() -> types.ModuleType:
             setattr(mod, name, getattr(neuron, name))
     if hasattr(neuron, "stream"):
         mod.stream = neuron.stream
+    from trnscope import nki
+    from trnscope.nki.torch_ops import nki_op, wrap_nki
+
+    nki.install_aliases()  # import nki / nki.language / nki.isa / neuronxcc.nki resolve to trnscope.nki
+    mod.nki, mod.nki_op, mod.wrap_nki = nki, nki_op, wrap_nki
     sys.modules["torch_neuronx"] = mod
     try:
         from trnscope import profiling

@@ -32,6 +32,9 @@ from .opcall import device_dtype, from_aten, meta_of, op_name
 from .tiling import P
 
 aten = torch.ops.aten
+# Lowerings of custom ops that graphs link into their NEFF (NKI kernels: trnscope.nki.torch_ops), kept apart
+# from the ATen registry of eager kernels: name -> lowering, called with the op's LoweringContext.
+LINKED: dict = {}
 
 VIEW_OPS = {
     aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
@@ -408,7 +411,7 @@ class GraphCompiler:
             return
         outs = v if isinstance(v, (tuple, list)) else (v,)
         name = op_name(n.target)
-        fn = _REGISTRY.get(name)
+        fn = _REGISTRY.get(name) or LINKED.get(name)
         if fn is None:
             raise NoLowering(name)
         args = tuple(self._arg_tensor(a) for a in n.args)

@@ -185,20 +185,44 @@ class Interpreter:
 
     def _tensor_scan(self, ins: TensorScan) -> None:
         self._same_size(ins.inp, ins.out, "inp")
+        if ins.in1 is not None:
+            self._tensor_tensor_scan(ins)
+            return
         x = self.memory.view(ins.inp)
         if x.ndim == 1:
             x = x.reshape(-1, 1)
         self._write(ins.out, nm.scan(ins.alu, x, axis=-1))
 
+    def _tensor_tensor_scan(self, ins: TensorScan) -> None:
+        """out[i] = (inp[i] <alu0> out[i-1]) <alu> in1[i] in FP32, out[-1] = initial (per partition)."""
+        self._same_size(ins.in1, ins.out, "in1")
+        p = ins.inp.partitions
+        x0 = nm.to_f32(self._read(ins.inp))
+        x1 = nm.to_f32(self._read(ins.in1))
+        prev = np.broadcast_to(nm.to_f32(self._scalar(ins.initial, p)), (p, 1)).reshape(p)
+        out = np.empty_like(x0)
+        for i in range(x0.shape[1]):
+            a = nm.binary(ins.alu0, prev, x0[:, i]) if ins.reverse0 else nm.binary(ins.alu0, x0[:, i], prev)
+            prev = nm.to_f32(nm.binary(ins.alu, x1[:, i], a) if ins.reverse1 else nm.binary(ins.alu, a, x1[:, i]))
+            out[:, i] = prev
+        self._write(ins.out, out)
+
     def _bn_stats(self, ins: BnStats) -> None:
-        if ins.out.free_size != 3:
-            raise ProgramError(f"bn_stats writes 3 values (count, mean, M2) per partition, not {ins.out.free_size}")
+        if ins.out.free_size not in (3, 6):
+            raise ProgramError(f"bn_stats writes 3 values (count, mean, M2) or 6 (even and odd elements) per "
+                               f"partition, not {ins.out.free_size}")
         x = nm.to_f32(self._read(ins.inp))
-        n = x.shape[1]
-        mean = np.mean(x, axis=1, dtype=F32, keepdims=True)
-        m2 = np.sum(np.square(x - mean), axis=1, dtype=F32, keepdims=True)
-        count = np.full_like(mean, n)
-        self._write(ins.out, np.concatenate([count, mean, m2], axis=1))
+        parts = (x,) if ins.out.free_size == 3 else (x[:, 0::2], x[:, 1::2])
+        stats = []
+        for part in parts:
+            n = part.shape[1]
+            if n:
+                mean = np.mean(part, axis=1, dtype=F32, keepdims=True)
+                m2 = np.sum(np.square(part - mean), axis=1, dtype=F32, keepdims=True)
+            else:  # a 1-element tile has no odd elements: an empty group
+                mean = m2 = np.zeros((x.shape[0], 1), F32)
+            stats += [np.full_like(mean, n), mean, m2]
+        self._write(ins.out, np.concatenate(stats, axis=1))
 
     def _bn_aggr(self, ins: BnAggr) -> None:
         """Chan et al.'s parallel combination of (count, mean, M2) triples, then var = M2 / count."""

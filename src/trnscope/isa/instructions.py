@@ -239,19 +239,32 @@ class TensorReduce(Instruction):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TensorScan(Instruction):
-    """Inclusive scan along the innermost free dimension: out[i] = out[i-1] <alu> inp[i]."""
+    """Inclusive scan along the innermost free dimension: out[i] = out[i-1] <alu> inp[i].
+
+    With ``in1`` it is the two-input scan (nki.isa.tensor_tensor_scan): out[i] =
+    (inp[i] <alu0> out[i-1]) <alu> in1[i], out[-1] being ``initial`` (an immediate or a [P, 1]
+    vector); ``reverse0`` swaps alu0's operands (out[i-1] <alu0> inp[i]), ``reverse1`` alu's
+    (in1[i] <alu> ...).
+    """
     ENGINE: ClassVar[Engine] = Engine.VECTOR
     OPCODE: ClassVar[str] = "TENSOR_SCAN"
-    READS: ClassVar[tuple[str, ...]] = ('inp',)
+    READS: ClassVar[tuple[str, ...]] = ('inp', 'in1', 'initial')
     WRITES: ClassVar[tuple[str, ...]] = ('out',)
     alu: Alu
     inp: AP
     out: AP
+    in1: AP | None = None
+    alu0: Alu | None = None
+    initial: Scalar = 0.0
+    reverse0: bool = False
+    reverse1: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BnStats(Instruction):
-    """Per-partition statistics of inp [P, N <= 512]: out [P, 3] = (count, mean, M2)."""
+    """Per-partition statistics of inp [P, N <= 512]: out [P, 3] = (count, mean, M2), or with
+    out [P, 6] those of the even elements followed by those of the odd ones (nki.isa.bn_stats's
+    layout); M2 is variance * count."""
     ENGINE: ClassVar[Engine] = Engine.VECTOR
     OPCODE: ClassVar[str] = "BN_STATS"
     READS: ClassVar[tuple[str, ...]] = ('inp',)

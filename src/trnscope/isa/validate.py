@@ -339,13 +339,19 @@ def _check_engine_rules(ins: Instruction, spec: HardwareSpec, where: str, statio
     elif isinstance(ins, (TensorCopy, TensorScan)):
         if not _same_shape(ins.inp, ins.out):
             raise ProgramError(f"{where}: shape mismatch {ins.inp.shape} -> {ins.out.shape}")
+        if isinstance(ins, TensorScan) and ins.in1 is not None:
+            if not _same_shape(ins.in1, ins.out) or ins.alu0 is None:
+                raise ProgramError(f"{where}: a two-input scan needs in1 of shape {ins.out.shape} and alu0")
+            if isinstance(ins.initial, AP) and (ins.initial.partitions != ins.inp.partitions
+                                                or ins.initial.free_size != 1):
+                raise ProgramError(f"{where}: the scan's initial value must be [{ins.inp.partitions}, 1]")
     elif isinstance(ins, Select):
         if not all(_same_shape(a, ins.out) for a in (ins.pred, ins.on_true, ins.on_false)):
             raise ProgramError(f"{where}: select operands must all have shape {ins.out.shape}")
     elif isinstance(ins, BnStats):
-        if ins.inp.free_size > spec.bn_stats_fmax or ins.out.free_size != 3:
+        if ins.inp.free_size > spec.bn_stats_fmax or ins.out.free_size not in (3, 6):
             raise ProgramError(f"{where}: bn_stats takes at most {spec.bn_stats_fmax} elements per partition and "
-                               f"writes 3 (count, mean, M2)")
+                               f"writes 3 (count, mean, M2) or 6 (those of the even and of the odd elements)")
     elif isinstance(ins, BnAggr):
         if ins.inp.free_size % 3 or ins.out.free_size != 2:
             raise ProgramError(f"{where}: bn_aggr reads bn_stats triples and writes 2 values (mean, var)")

@@ -20,7 +20,8 @@ simulated timeline, so it is stored once and ``header["executions"]`` lists when
 
 * ``instruction``: one row per instruction (Explorer's Instruction table): id, start_ns, end_ns,
   duration_ns, engine, timeline_track, opcode, operands, framework_op, evt_wait_time_ns, bytes per
-  memory, raw_flops, model_flops, waits, signals;
+  memory, raw_flops, model_flops, waits, signals, nki_source_location (the NKI kernel line that
+  issued the instruction, "" for compiler kernels);
 * ``dma``: one row per DMA transfer: id, queue, trigger_ns, data_start_ns, end_ns, transfer_bytes,
   hbm_read_bytes, hbm_write_bytes, operands, framework_op;
 * ``semaphore``: one row per semaphore wait or signal: instruction id, engine, semaphore, kind
@@ -52,6 +53,7 @@ _INSTRUCTION_COLUMNS = [
     "id", "start_ns", "end_ns", "duration_ns", "engine", "timeline_track", "opcode", "operands",
     "framework_op", "evt_wait_time_ns", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes",
     "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes", "raw_flops", "model_flops", "waits", "signals",
+    "nki_source_location",
 ]
 _DMA_COLUMNS = ["id", "queue", "trigger_ns", "data_start_ns", "end_ns", "transfer_bytes", "hbm_read_bytes",
                 "hbm_write_bytes", "operands", "framework_op"]
@@ -81,11 +83,14 @@ def tables_of(timeline, limit: int | None = None) -> dict[str, dict[str, list]]:
     ins = {c: [] for c in _INSTRUCTION_COLUMNS}
     dma = {c: [] for c in _DMA_COLUMNS}
     sem = {c: [] for c in _SEM_COLUMNS}
+    source = nki_source_locations(timeline.program)
     for r in recs:
         for c in _INSTRUCTION_COLUMNS:
             v = r.get(c)
             if c in ("waits", "signals"):
                 v = _sem_text(v or [])
+            elif c == "nki_source_location":
+                v = source[r["id"]] if source is not None else ""
             ins[c].append(v)
         if r.get("engine") == "dma" or "transfer_bytes" in r:
             dma["id"].append(r["id"])
@@ -108,6 +113,23 @@ def tables_of(timeline, limit: int | None = None) -> dict[str, dict[str, list]]:
                 sem["time_ns"].append(t)
                 sem["wait_ns"].append(r["evt_wait_time_ns"] if kind == "wait" else 0.0)
     return {"instruction": ins, "dma": dma, "semaphore": sem, "allocation": allocation_table(timeline, limit)}
+
+
+def nki_source_locations(program) -> list[str] | None:
+    """Per instruction, the NKI kernel source line that issued it ("file.py:42 (kernel)"), from the
+    Program's ``meta["nki"]`` (a kernel's own NEFF) or ``meta["nki_linked"]`` (kernels linked into a
+    graph's NEFF, each from its ``first_instruction``); None when the Program has no NKI kernel."""
+    meta = program.meta
+    parts = ([dict(meta["nki"], first_instruction=0)] if "nki" in meta else []) + list(meta.get("nki_linked", ()))
+    if not parts:
+        return None
+    out = [""] * len(program.instructions)
+    for part in parts:
+        locs, first = part["locations"], part["first_instruction"]
+        for k, loc in enumerate(part["instruction_location"]):
+            if 0 <= first + k < len(out) and 0 <= loc < len(locs):
+                out[first + k] = locs[loc]
+    return out
 
 
 def allocation_table(timeline, limit: int | None = None) -> dict[str, list]:
