@@ -27,12 +27,12 @@ import gc
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from baseline import BASELINE, REPO, baseline_tree
 
 from trnscope import hw
 from trnscope.compiler.kernels.matmul import matmul_program
@@ -44,10 +44,6 @@ from trnscope.sim.encode import encode, encode_reference
 from trnscope.sim.simulate import clear_cache, simulate
 
 TARGET = 1_000_000
-# the last commit before the builder's speed-up (AP view memo, inlined dependency tracking, the shape
-# index made once instead of in every Program.add)
-BUILDER_BASELINE = "898a22b"
-REPO = Path(__file__).resolve().parents[1]
 _BUILD_TIMER = """
 import sys, time
 from trnscope import hw
@@ -80,20 +76,6 @@ def build_rate(src: Path, size: int, repeat: int = 5) -> tuple[int, float]:
     out = subprocess.run([sys.executable, "-c", _BUILD_TIMER, str(size), str(repeat)], env=env, check=True,
                          capture_output=True, text=True).stdout.split()
     return int(out[0]), float(out[1])
-
-
-def baseline_tree(rev: str, into: Path) -> Path | None:
-    """``src/`` of commit ``rev`` unpacked under ``into`` (None when git or the commit is not there)."""
-    try:
-        blob = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev, "src"], check=True,
-                              capture_output=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    import io
-
-    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
 
 
 def compare_builders(size: int, rev: str) -> None:
@@ -136,7 +118,7 @@ def interpreter_rate(spec) -> tuple[int, float, float]:
 def main() -> None:
     quick = "--quick" in sys.argv
     size = 2048 if quick else 4096
-    rev = sys.argv[sys.argv.index("--baseline") + 1] if "--baseline" in sys.argv else BUILDER_BASELINE
+    rev = sys.argv[sys.argv.index("--baseline") + 1] if "--baseline" in sys.argv else BASELINE
     compare_builders(size, rev)
     spec = hw.TRN2
     c0, w0 = time.process_time(), time.perf_counter()

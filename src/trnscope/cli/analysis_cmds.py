@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _analysis(path: Path):
@@ -28,15 +29,14 @@ def _us(ns) -> str:
 
 
 class SummaryCommand:
-    name = "summary"
-    help = "a profile's (or Kineto trace's) device summary, top operators and recommendations"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", type=Path, help="a profile directory or a trace file")
         parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
         parser.add_argument("--top", type=int, default=12, help="operators to list")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from rich.table import Table
+
         a = _analysis(args.profile)
         if args.json:
             data = a.to_dict()
@@ -63,9 +63,6 @@ class SummaryCommand:
 
 
 class DiffCommand:
-    name = "diff"
-    help = "compare two profiles: summary deltas and operators aligned by name"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("base", type=Path)
         parser.add_argument("test", type=Path)
@@ -73,6 +70,8 @@ class DiffCommand:
         parser.add_argument("--top", type=int, default=15)
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from rich.table import Table
+
         from ..analysis import diff_profiles
 
         d = diff_profiles(_analysis(args.base), _analysis(args.test))
@@ -98,9 +97,6 @@ class DiffCommand:
 
 
 class ExportCommand:
-    name = "export"
-    help = "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", type=Path)
         parser.add_argument("-o", "--output", type=Path, help="output file (default: <profile>/combined.json.gz)")

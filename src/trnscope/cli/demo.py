@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SHAPES = ((256, 4096), (1024, 4096), (4096, 4096))
 DTYPES = ("float32", "bfloat16")
@@ -112,9 +113,6 @@ def _fmt_us(ns: float) -> str:
 
 
 class DemoCommand:
-    name = "demo"
-    help = "the RMSNorm case study: naive ops vs torch.rms_norm vs torch.compile on the emulated NeuronCore"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--shapes", default=",".join(f"{r}x{h}" for r, h in SHAPES),
                             help="comma-separated ROWSxHIDDEN shapes for the comparison")
@@ -124,6 +122,8 @@ class DemoCommand:
         parser.add_argument("--rows", type=int, default=8, help="key_averages row limit")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from rich.table import Table
+
         shapes = [_parse_shape(s) for s in args.shapes.split(",")]
         prow, phid = _parse_shape(args.profile_shape)
         import torch

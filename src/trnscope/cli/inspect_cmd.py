@@ -5,22 +5,22 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-
-from ..isa import NeffFormatError, neff
-from ..sim import simulate
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class InspectCommand:
-    name = "inspect"
-    help = "show a NEFF's header, tensors, instruction mix and simulated time"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("file", type=Path)
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from rich.table import Table
+
+        from ..isa import NeffFormatError, neff
+        from ..sim import simulate
+
         path: Path = args.file
         if path.suffix != ".neff":
             raise ValueError(f"{path}: inspect reads .neff files")

@@ -12,8 +12,10 @@ import runpy
 import sys
 import types
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def install_torch_neuronx_alias() -> types.ModuleType:
@@ -44,9 +46,6 @@ def install_torch_neuronx_alias() -> types.ModuleType:
 
 
 class RunCommand:
-    name = "run"
-    help = "run a PyTorch script on the emulated NeuronCore (torch_neuronx imports resolve to trnscope)"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("script", type=Path)
         parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")

@@ -15,14 +15,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..compiler import NoLowering, OpCall
 from ..compiler.lowering import lower_timed
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program, neff
-from ..sim import DeviceTimeline, simulate
 from .clock import EmulatedClock
+
+if TYPE_CHECKING:  # the simulator (numba) is imported by the first kernel that needs a timeline
+    from ..sim import DeviceTimeline
 
 _seq = itertools.count(1)
 
@@ -105,7 +107,11 @@ class NeuronCoreRuntime:
             host_start = self.clock.now()
         with self.clock.emulation():
             nid = program.neff_id
-            tl = timeline if timeline is not None else simulate(program, self.spec)
+            if timeline is None:
+                from ..sim import simulate
+
+                timeline = simulate(program, self.spec)
+            tl = timeline
             result = compute() if compute is not None else None
             if self.neff_cache_dir is not None:
                 self._persist(program)
