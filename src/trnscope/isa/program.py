@@ -20,7 +20,9 @@ from .dtypes import DType
 from .instructions import Dma, DmaGather, DmaScatter, Engine, Instruction
 
 _setattr = object.__setattr__  # instructions are frozen: add() is where one is completed
-TENSOR_KINDS = ("input", "output", "scratch", "const")
+# "scalar": a runtime scalar, shape (1,), whose value the runtime writes at submit (compiler.scalars)
+TENSOR_KINDS = ("input", "output", "scratch", "const", "scalar")
+BOUND_KINDS = ("input", "scalar")  # what a caller binds to run the Program
 QUEUE_KINDS = ("input", "output", "data", "instruction", "hardware_dynamic", "software_dynamic")
 
 
