@@ -33,6 +33,11 @@ def _train(model, make_opt, steps: int, schedule) -> tuple[list[int], list[float
     opt = make_opt(model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     compiled, lrs = [], []
+    on_device = device.type == "neuron"
+    if on_device:
+        rt = runtime.core(0)
+        rt.records.clear()
+        rt.recording = True
     for _ in range(steps):
         before = _compiled()
         lrs.append(opt.param_groups[0]["lr"])
@@ -40,9 +45,14 @@ def _train(model, make_opt, steps: int, schedule) -> tuple[list[int], list[float
         F.cross_entropy(model(x), y).backward()
         opt.step()
         sched.step()
-        if device.type == "neuron":
+        if on_device:
             torch.neuron.synchronize()
         compiled.append(_compiled() - before)
+    if on_device:
+        rt.recording = False
+        fallbacks = sorted({r.op for r in rt.records if r.kind == "fallback"})
+        rt.records.clear()
+        assert not fallbacks, f"ops that ran on the CPU: {fallbacks}"  # every op counted is a device kernel
     return compiled, lrs
 
 

@@ -1,8 +1,8 @@
 """``trnscope run SCRIPT [ARGS]``: run a PyTorch script on the emulated NeuronCore.
 
-For the run, ``import torch_neuronx`` and ``from torch_neuronx.profiling import NeuronConfig,
-ProfileMode, NeuronProfiler`` resolve to trnscope, so scripts written for TorchNeuron run
-unmodified. ``--profile DIR`` profiles the whole script (DEVICE + RUNTIME) into DIR.
+For the run, ``import torch_neuronx``, ``from torch_neuronx.profiling import NeuronConfig,
+ProfileMode, NeuronProfiler`` and ``import torch_neuronx.metrics`` resolve to trnscope, so scripts
+written for TorchNeuron run unmodified. ``--profile DIR`` profiles the whole script (DEVICE + RUNTIME) into DIR.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ def install_torch_neuronx_alias() -> types.ModuleType:
     if hasattr(neuron, "stream"):
         mod.stream = neuron.stream
     sys.modules["torch_neuronx"] = mod
+    from trnscope import metrics
+
+    mod.metrics = metrics
+    sys.modules["torch_neuronx.metrics"] = metrics
     try:
         from trnscope import profiling
 

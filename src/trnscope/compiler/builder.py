@@ -97,6 +97,7 @@ class KernelBuilder:
         self._counts: dict[str, int] = {}
         self._regions: dict[Space, list[_Region]] = {Space.SBUF: [], Space.PSUM: []}
         self._hbm: dict[int, list[_HbmAccess]] = {}
+        self._hbm_writes: dict[int, list[_HbmAccess]] = {}  # the writes among _hbm's records, in order
         self._hbm_floor: dict[int, dict[str, int]] = {}
         self._queues: dict[str, int] = {}
         # per space, byte offset -> the region _region() finds there (kept up to date by _new_region)
@@ -228,20 +229,34 @@ class KernelBuilder:
         return self.p.add(ins, waits=waits, signals=signals)
 
     def _track_hbm(self, ap: AP, stream: str, count: int, write: bool, need: dict, dma: bool) -> None:
-        """RAW/WAR/WAW against earlier accesses of the same HBM tensor's overlapping elements."""
+        """RAW/WAR/WAW against earlier accesses of the same HBM tensor's overlapping elements. A read
+        depends on earlier writes only, so the writes are also kept apart: reading an input tensor
+        (never written) scans nothing."""
         lo, hi = ap.element_span()
-        records = self._hbm.setdefault(ap.tensor, [])
-        deps = [(r.stream, r.count) for r in records if (r.write or write) and r.lo <= hi and lo <= r.hi]
-        deps.extend(self._hbm_floor.get(ap.tensor, {}).items())
+        tensor = ap.tensor
+        records = self._hbm.get(tensor)
+        if records is None:
+            records = self._hbm[tensor] = []
+            self._hbm_writes[tensor] = []
+        writes = self._hbm_writes[tensor]
+        deps = [(r.stream, r.count) for r in (records if write else writes) if r.lo <= hi and lo <= r.hi]
+        floor = self._hbm_floor.get(tensor)
+        if floor:
+            deps.extend(floor.items())
         for s, c in deps:
             # in-order engines need no semaphore for their own earlier work; DMA queues complete
             # in order too but trigger ahead of completion, so they wait on themselves explicitly
             if c > need.get(s, 0) and (dma or s != stream):
                 need[s] = c
-        records.append(_HbmAccess(lo, hi, stream, count, write))
+        rec = _HbmAccess(lo, hi, stream, count, write)
+        records.append(rec)
+        if write:
+            writes.append(rec)
         if len(records) > MAX_HBM_RECORDS:
-            floor = self._hbm_floor.setdefault(ap.tensor, {})
+            floor = self._hbm_floor.setdefault(tensor, {})
             old = records.pop(0)
+            if old.write:
+                writes.pop(0)  # the oldest record, so the oldest write
             floor[old.stream] = max(floor.get(old.stream, 0), old.count)
 
     # --- convenience ------------------------------------------------------------------------------

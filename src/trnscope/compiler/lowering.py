@@ -11,13 +11,18 @@ part of the key nor of the Program, so a new value reuses the NEFF.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import orjson
+
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program
+from ..isa.columns import gc_paused
 from . import scalars as _scalars
 from .builder import KernelBuilder
 from .meta import TensorMeta
@@ -136,23 +141,49 @@ def lower(call: OpCall, spec: HardwareSpec | None = None) -> Program:
 def lower_timed(call: OpCall, spec: HardwareSpec | None = None) -> tuple[Program, int]:
     """(Program, ns spent compiling it): 0 when it came from the cache."""
     spec = spec or get_spec()
+    call, key, prog = cached(call, spec)
+    if prog is not None:
+        return prog, 0
+    return compile_call(call, spec, key)
+
+
+def cached(call: OpCall, spec: HardwareSpec) -> tuple[OpCall, tuple, Program | None]:
+    """(the call with its runtime scalars as placeholders, its cache key, the Program this process
+    holds for it or None). The key holds the target spec's content, not only its name: a spec
+    changed with ``replace()`` (a what-if study) lowers anew."""
     _load_kernels()
     call = _scalars.abstract(call, _SCALARS.get(call.name))
-    key = (call.key(), spec.name)
+    key = (call.key(), spec_digest(spec))
     prog = _CACHE.get(key)
     if prog is not None:
         _CACHE.move_to_end(key)
-        return prog, 0
+    return call, key, prog
+
+
+def compile_call(call: OpCall, spec: HardwareSpec, key: tuple | None = None) -> tuple[Program, int]:
+    """Lower ``call`` (already through :func:`cached`) now: (Program, ns it took), kept in the cache."""
     t0 = time.perf_counter_ns()
     fn = _REGISTRY.get(call.name)
     if fn is None:
         raise NoLowering(call.name)
     prog = build(call, fn, spec)
     prog.neff_id  # hashing the NEFF is part of compiling it
+    remember(key if key is not None else (call.key(), spec_digest(spec)), prog)
+    return prog, time.perf_counter_ns() - t0
+
+
+def remember(key: tuple, prog: Program) -> None:
+    """Keep ``prog`` as the Program of cache key ``key`` (one compiled here or read from disk)."""
     _CACHE[key] = prog
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
-    return prog, time.perf_counter_ns() - t0
+
+
+@functools.lru_cache(maxsize=64)
+def spec_digest(spec: HardwareSpec) -> str:
+    """SHA-256 of a target spec's every field: what a Program compiled for it depends on."""
+    text = orjson.dumps(spec.to_dict(), option=orjson.OPT_SORT_KEYS, default=str)
+    return hashlib.sha256(text).hexdigest()
 
 
 def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
@@ -166,7 +197,9 @@ def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
     inputs = [m.bind(prog, f"in{i}", "input") if m is not None else None for i, m in enumerate(call.inputs)]
     outputs = [m.bind(prog, f"out{i}", "output") for i, m in enumerate(call.outputs)]
     ctx = LoweringContext(call, KernelBuilder(prog, spec), inputs, outputs, call.name)
-    with prog.origin(call.name):
+    # a large kernel allocates a few objects per instruction, none in a cycle: collections during the
+    # build would walk the whole heap (torch's objects included) for nothing, often
+    with prog.origin(call.name), gc_paused():
         fn(ctx)
         ctx.release_scalars()
     prog.meta["sbuf_peak_bytes"] = ctx.kb.sbuf_peak_bytes

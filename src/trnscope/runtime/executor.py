@@ -1,8 +1,9 @@
 """The Neuron runtime of one emulated NeuronCore: NEFF cache, execution queue and the event record.
 
 Every device dispatch goes through :meth:`NeuronCoreRuntime.execute`: the op is lowered to a
-Program (a NEFF, cached by op/shape/dtype key; a miss is a real compile and costs host time as it
-does on Neuron), its device time comes from the simulator (cached per NEFF), and its numerics are
+Program (a NEFF, cached by op/shape/dtype key in memory and on disk, :mod:`.neff_cache`; a miss is
+a real compile and costs host time as it does on Neuron), its device time comes from the
+simulator (cached per NEFF, and on disk beside the NEFF), and its numerics are
 computed by a callback (on the host: emulation work, cut from the clock). Execution is
 asynchronous: the host returns after submitting; the device starts the NEFF at
 max(submit + launch latency, device free) and runs for its simulated time.
@@ -14,13 +15,12 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..compiler import NoLowering, OpCall
-from ..compiler.lowering import lower_timed
 from ..hw import HardwareSpec, get_spec
-from ..isa import Program, neff
+from ..isa import Program
+from . import neff_cache
 from .clock import EmulatedClock
 
 if TYPE_CHECKING:  # the simulator (numba) is imported by the first kernel that needs a timeline
@@ -61,12 +61,9 @@ class NeuronCoreRuntime:
         # called with each recorded Execution, on the thread that made it, outside the lock (the
         # profiler uses it to mark the framework op that dispatched the execution)
         self.on_record: Callable[[Execution], None] | None = None
-        self.neffs_compiled = 0
-        self.cache_hits = 0
-        self.dispatches = 0
+        self.clear_stats()
         self._lock = threading.Lock()
         self._known: set[int] = set()
-        self.neff_cache_dir: Path | None = None
         self._launch_ns = int(self.spec.neff_launch_latency_ns)
         # dispatch plans of the device layer's fast path (see trnscope.device.runtime_bridge):
         # call signature -> what serving that call needs, per core because plans hold this
@@ -88,10 +85,16 @@ class NeuronCoreRuntime:
         the same kernel again with :meth:`execute_program` without lowering or simulating it."""
         host_start = self.clock.now()
         with self.clock.emulation():
-            program, compiled_ns = lower_timed(call, self.spec)
+            lowered = neff_cache.lower(call, self.spec)
+            if lowered.source == "compiled":
+                self.neffs_compiled += 1
+            elif lowered.source == "disk":
+                self.neffs_loaded += 1
+        compiled_ns = lowered.compile_ns
         if compiled_ns:
             self.clock.wait_until(self.clock.now() + compiled_ns)
-        return self._run(program, call.name, compute, compiled_ns, host_start, None)
+        return self._run(lowered.program, call.name, compute, compiled_ns, host_start, lowered.timeline,
+                         lowered if lowered.key is not None else None)
 
     def execute_program(self, program: Program, label: str, compute: Callable[[], object] | None = None,
                         compiled_ns: int = 0, host_start: int | None = None,
@@ -102,7 +105,7 @@ class NeuronCoreRuntime:
         dispatch plan); otherwise it is simulated here (cached per NEFF)."""
         return self._run(program, label, compute, compiled_ns, host_start, timeline)[0]
 
-    def _run(self, program, label, compute, compiled_ns, host_start, timeline):
+    def _run(self, program, label, compute, compiled_ns, host_start, timeline, to_keep=None):
         if host_start is None:
             host_start = self.clock.now()
         with self.clock.emulation():
@@ -112,15 +115,15 @@ class NeuronCoreRuntime:
 
                 timeline = simulate(program, self.spec)
             tl = timeline
+            if to_keep is not None:  # a NEFF compiled for this call: on disk for the next process
+                neff_cache.keep(to_keep, tl)
             result = compute() if compute is not None else None
-            if self.neff_cache_dir is not None:
-                self._persist(program)
         submit = self.clock.now()
         with self._lock:
             first = nid not in self._known
             if first:
                 self._known.add(nid)
-                self.neffs_compiled += 1
+                self.neffs_executed += 1
             else:
                 self.cache_hits += 1
             self.dispatches += 1
@@ -197,19 +200,16 @@ class NeuronCoreRuntime:
     def in_flight(self) -> bool:
         return self.device_free_ns > self.clock.now()
 
-    # --- NEFF files ---------------------------------------------------------------------------------
-    def _persist(self, program: Program) -> None:
-        if self.neff_cache_dir is None:
-            return
-        path = self.neff_cache_dir / f"neff_{program.neff_id}.neff"
-        if not path.exists():
-            self.neff_cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            neff.save(program, tmp)
-            tmp.replace(path)
-
+    # --- statistics ---------------------------------------------------------------------------------
     def stats(self) -> dict:
-        return {"neffs_compiled": self.neffs_compiled, "cache_hits": self.cache_hits, "dispatches": self.dispatches}
+        """``neffs_compiled``: NEFFs this core's calls compiled (lowered); ``neffs_loaded``: read from the
+        persistent cache instead; ``neffs_executed``: distinct NEFFs run here; ``cache_hits``:
+        executions of a NEFF run here before; ``dispatches``: kernel executions."""
+        return {"neffs_compiled": self.neffs_compiled, "neffs_loaded": self.neffs_loaded,
+                "neffs_executed": self.neffs_executed, "cache_hits": self.cache_hits, "dispatches": self.dispatches}
+
+    def clear_stats(self) -> None:
+        self.neffs_compiled = self.neffs_loaded = self.neffs_executed = self.cache_hits = self.dispatches = 0
 
 
 __all__ = ["Execution", "NeuronCoreRuntime", "NoLowering"]
