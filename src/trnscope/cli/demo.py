@@ -157,6 +157,10 @@ class DemoCommand:
                     xs = torch.randn(rows, hidden).to(dt).to("neuron")
                     ws = torch.randn(hidden).to(dt).to("neuron")
                     measured[(rows, hidden, dtype)] = {name: measure(fn, xs, ws) for name, fn in impls.items()}
+                    # the next shape needs buffers of other sizes: give this one's cached buffers back
+                    # (host memory of the emulator; as torch.cuda.empty_cache() between shapes of a sweep)
+                    del xs, ws
+                    torch.neuron.empty_cache()
                     progress.advance(task)
         for (rows, hidden, dtype), results in measured.items():
             base = results["naive"].device_ns
