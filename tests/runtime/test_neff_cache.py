@@ -214,3 +214,25 @@ def test_an_op_that_keeps_compiling_for_new_values_is_named_once(cache, monkeypa
         # many tensor shapes of one op, each reused, are a model's parameters: below the shape limit
         _run([OpCall.make("aten::exp", (m,), (m,)) for m in
               (TensorMeta.contiguous((n, 8), "float32") for n in range(1, 9))])
+
+
+def test_a_build_directory_is_kept_under_its_size_cap(cache, monkeypatch):
+    calls = [OpCall.make("aten::exp", (m,), (m,)) for m in (TensorMeta.contiguous((n, 64), "float32")
+                                                             for n in range(1, 13))]
+    _run(calls)
+    build = next(cache.root.iterdir())
+    size = sum(p.stat().st_size for p in build.rglob("*") if p.is_file())
+    records = sorted(build.rglob("keys/*.json"))
+    assert len(records) == 12
+    for i, r in enumerate(records):  # written in this order
+        os.utime(r, (1000 + i, 1000 + i))
+    cache.max_bytes = size // 2
+    cache._cap(build)
+    left = list(build.rglob("keys/*.json"))
+    assert 0 < len(left) < 12 and records[-1] in left and records[0] not in left  # the oldest went first
+    assert sum(p.stat().st_size for p in build.rglob("*") if p.is_file()) <= size // 2
+    clear_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # evicted entries are misses, not damage
+        rt, _ = _run(calls)
+    assert rt.stats()["neffs_loaded"] == len(left) and rt.stats()["neffs_compiled"] == 12 - len(left)

@@ -9,8 +9,8 @@ depend on the value, and the lowering cache's key does not hold it.
 
 Each runtime scalar the kernel reads becomes an HBM tensor of kind ``"scalar"`` (shape ``(1,)``,
 named after the argument) that the runtime fills with the call's value when it submits the NEFF;
-the kernel loads it once with a broadcast DMA into a ``[128, 1]`` SBUF tile and uses that tile as a
-per-partition operand (``TensorScalar``'s scalars, ``Activation``'s scale and bias, a ``Select``
+the kernel loads it once, where it first uses it, into a ``[128, 1]`` SBUF tile (one broadcast DMA,
+:func:`_load_broadcast`) and uses that tile as a per-partition operand (``TensorScalar``'s scalars, ``Activation``'s scale and bias, a ``Select``
 branch read with a zero stride). Derived values (``1 - weight``, ``other * alpha``) are computed on
 that tile by one instruction. The interpreter reads the value like any input
 (:func:`scalar_inputs`), so one Program computes the right numbers for every value.
@@ -237,8 +237,7 @@ class ScalarArg:
             p = kb.p
             name = self.name if not any(t.name == self.name for t in p.tensors) else f"{self.name}.{dtype.value}"
             idx = p.tensor(name, (1,), dtype, SCALAR_KIND)
-            # one element broadcast to every partition (pstride 0), as NKI broadcasts a scalar load
-            kb.dma(kb.queue(QUEUE, "input"), hbm(idx, 128, 0, [(1, 1)], dtype), tile)
+            _load_broadcast(kb, hbm(idx, 1, 0, [(1, 1)], dtype), tile)
         self._tiles[dtype] = tile
         return tile
 
@@ -248,6 +247,14 @@ class ScalarArg:
         self.kb.release(*self._tiles.values(), *self._filled.values())
         self._tiles.clear()
         self._filled.clear()
+
+
+def _load_broadcast(kb: "KernelBuilder", src: AP, tile: AP) -> None:
+    """One HBM element into every partition of ``tile`` [128, 1]: one DMA with partition stride 0
+    (128 descriptors of one element, docs/cost-model.md). Exact for every value: a broadcast through
+    TensorE (``ones.T @ value``, one descriptor) would be cheaper in the model but turns -0.0 into
+    +0.0 (the product is added to a zero accumulator), which copysign and division can see."""
+    kb.dma(kb.queue(QUEUE, "input"), src.view(0, [(1, 1)], partitions=tile.partitions), tile)
 
 
 def scalar(ctx: "LoweringContext", name: str, default=None) -> ScalarArg | None:

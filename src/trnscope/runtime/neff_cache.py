@@ -27,7 +27,8 @@ not at all. The record holds the full key text (a hash collision is caught, not 
 NEFF's and the timeline's sizes and SHA-256; a lookup checks all of them (the NEFF's header hash
 too) and trusts nothing that does not match: such an entry is reported once (a
 :class:`NeffCacheWarning`), removed and compiled again. Build directories other than the two most
-recently used are removed when the cache is first written in a process.
+recently used are removed when the cache is first written in a process, and the entries written
+longest ago go until this build's directory is under ``TRNSCOPE_NEFF_CACHE_MAX_MB`` (4096).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ DIR_ENV = ("TORCH_NEURONX_NEFF_CACHE_DIR", "TRNSCOPE_NEFF_CACHE_DIR")
 DISABLE_ENV = ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE", "TRNSCOPE_DISABLE_NEFF_CACHE")
 FORMAT = 1                      # of the key records and timeline files
 KEEP_BUILDS = 2                 # build directories kept when another build writes
+DEFAULT_MAX_MB = 4096           # a build directory's size cap (TRNSCOPE_NEFF_CACHE_MAX_MB)
 _PACKAGE = Path(__file__).resolve().parents[1]
 # the layers whose code decides a NEFF's bytes or its simulated timeline
 _FINGERPRINTED = ("hw", "isa", "compiler", "sim")
@@ -135,6 +137,7 @@ class NeffCache:
         self._lock = threading.Lock()
         self._pruned = False
         self._reported: set[str] = set()
+        self.max_bytes = int(float(os.environ.get("TRNSCOPE_NEFF_CACHE_MAX_MB", str(DEFAULT_MAX_MB))) * 2**20)
 
     def _dir(self, spec_digest: str) -> Path:
         return self.root / f"trnscope-{__version__}-{build_fingerprint()}" / spec_digest[:16]
@@ -165,6 +168,10 @@ class NeffCache:
             if rec.get("timeline"):
                 blob = _checked(d / rec["timeline"], rec["timeline_bytes"], rec["timeline_sha256"], "timeline")
                 timeline = _timeline_from_bytes(blob, program, spec)
+        except FileNotFoundError:  # its NEFF was evicted (the size cap) after the record was read: a miss
+            _unlink(record_path)
+            metrics.count("CompilationCache.DiskMisses")
+            return None
         except (_Damaged, NeffFormatError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, OSError) as exc:
             self._report(record_path, exc)
             return None
@@ -179,10 +186,7 @@ class NeffCache:
         with self._lock:
             first = str(record_path) not in self._reported
             self._reported.add(str(record_path))
-        try:
-            record_path.unlink()
-        except OSError:
-            pass
+        _unlink(record_path)
         if first:
             warnings.warn(f"trnscope: the NEFF cache entry {record_path} is damaged ({exc}); it was removed and the "
                           f"NEFF is compiled again", NeffCacheWarning, stacklevel=4)
@@ -221,7 +225,8 @@ class NeffCache:
         metrics.sample("NeffCache.StoreTime", time.perf_counter_ns() - t0)
 
     def _prune_once(self) -> None:
-        """Remove build directories other than this one and the most recently used others."""
+        """Once per process, before its first write: remove build directories other than this one and
+        the most recently used others, and bring this build's entries under the size cap."""
         if self._pruned:
             return
         self._pruned = True
@@ -230,12 +235,44 @@ class NeffCache:
             others = [p for p in self.root.iterdir() if p.is_dir() and p.name.startswith("trnscope-")
                       and p.name != mine]
         except OSError:
-            return
+            others = []
         others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
         import shutil
 
         for old in others[KEEP_BUILDS - 1:]:
             shutil.rmtree(old, ignore_errors=True)
+        self._cap(self.root / mine)
+
+    def _cap(self, build_dir: Path) -> None:
+        """Remove the least recently written entries (record, NEFF, timeline) of ``build_dir`` until its
+        files take at most ``max_bytes``; a record whose NEFF went with another entry becomes a miss."""
+        try:
+            files = [(p.stat().st_mtime, p.stat().st_size, p) for p in build_dir.rglob("*") if p.is_file()]
+        except OSError:
+            return
+        total = sum(size for _, size, _ in files)
+        if total <= self.max_bytes:
+            return
+        records = sorted((m, p) for m, _, p in files if p.parent.name == "keys")
+        sizes = {p: size for _, size, p in files}
+        for _, record in records:
+            if total <= 0.9 * self.max_bytes:
+                break
+            try:
+                rec = orjson.loads(record.read_bytes())
+                doomed = [record] + [record.parent.parent / rec[k] for k in ("neff", "timeline") if rec.get(k)]
+            except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
+                doomed = [record]
+            for path in doomed:
+                total -= sizes.pop(path, 0)
+                _unlink(path)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 class _Damaged(Exception):
