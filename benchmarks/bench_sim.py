@@ -9,23 +9,30 @@ instructions]``), the floor of any per-instruction Python pass. The per-instruct
 (the specifications of the fast ones, see tests/sim/test_fast_encoding.py and
 tests/isa/test_neff_fast.py) are timed too, as the before picture.
 
-The shape grouping is kept by ``Program.add`` while the builder runs (its cost is inside the build
-time); "index rebuilt" is what a Program whose list did not come through add() (a NEFF read back)
-pays once instead. The NEFF hash rows time ``content_hash`` (body + SHA-256) with the per-shape text
+Building the Program (``KernelBuilder``: access patterns, semaphores, ``Program.add``) is timed
+against the builder of a baseline commit in the same run (``--baseline REV``, default the commit
+before the builder's speed-up): that tree's ``src/`` is unpacked with ``git archive`` and both build
+the same matmul in fresh subprocesses, best of several runs, in CPU seconds. The shape grouping is
+made once, when the NEFF hash or simulate() first needs it: "index made" is that one pass. The NEFF hash rows time ``content_hash`` (body + SHA-256) with the per-shape text
 memo empty (cold: a new Program) and filled (warm: a Program like one hashed before); "simulate() new
 Program, cached" is what the runtime pays for a new kernel: the hash for the cache key, then a cold
 simulation.
 
-    python benchmarks/bench_sim.py [--quick]    # --quick: a 2048^3 matmul instead
+    python benchmarks/bench_sim.py [--quick] [--baseline REV]    # --quick: a 2048^3 matmul instead
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
+from baseline import BASELINE, REPO, baseline_tree
 
 from trnscope import hw
 from trnscope.compiler.kernels.matmul import matmul_program
@@ -37,6 +44,19 @@ from trnscope.sim.encode import encode, encode_reference
 from trnscope.sim.simulate import clear_cache, simulate
 
 TARGET = 1_000_000
+_BUILD_TIMER = """
+import sys, time
+from trnscope import hw
+from trnscope.compiler.kernels.matmul import matmul_program
+size, repeat = int(sys.argv[1]), int(sys.argv[2])
+matmul_program(256, 256, 256, "bfloat16", spec=hw.TRN2)  # imports and first-use memos outside the timing
+best = float("inf")
+for _ in range(repeat):
+    c = time.process_time()
+    p = matmul_program(size, size, size, "bfloat16", spec=hw.TRN2)
+    best = min(best, time.process_time() - c)
+print(len(p), best)
+"""
 
 
 def best_of(fn, repeat=5) -> tuple[float, float]:
@@ -48,6 +68,29 @@ def best_of(fn, repeat=5) -> tuple[float, float]:
         cpu = min(cpu, time.process_time() - c)
         wall = min(wall, time.perf_counter() - w)
     return cpu, wall
+
+
+def build_rate(src: Path, size: int, repeat: int = 5) -> tuple[int, float]:
+    """(instructions, best CPU seconds) of building the matmul with the trnscope in ``src``, in a fresh process."""
+    env = dict(os.environ, PYTHONPATH=str(src), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", _BUILD_TIMER, str(size), str(repeat)], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return int(out[0]), float(out[1])
+
+
+def compare_builders(size: int, rev: str) -> None:
+    n_new, new = build_rate(REPO / "src", size)
+    with tempfile.TemporaryDirectory() as tmp:
+        old_src = baseline_tree(rev, Path(tmp))
+        if old_src is None:
+            print(f"builder: {n_new} instructions in {new * 1e3:.1f} ms CPU, {n_new / new / 1e3:.1f} k instr/s "
+                  f"(baseline {rev} not available: no comparison)")
+            return
+        n_old, old = build_rate(old_src, size)
+    print(f"building the Program, best of 5, fresh processes (CPU ms, k instr/s):\n"
+          f"  baseline {rev:10s} {old * 1e3:8.1f} {n_old / old / 1e3:8.1f}   ({n_old} instructions)\n"
+          f"  this tree          {new * 1e3:8.1f} {n_new / new / 1e3:8.1f}   ({n_new} instructions)\n"
+          f"  speed-up {n_new / new / (n_old / old):.2f}x instructions/s")
 
 
 def core_args(enc, spec):
@@ -75,6 +118,8 @@ def interpreter_rate(spec) -> tuple[int, float, float]:
 def main() -> None:
     quick = "--quick" in sys.argv
     size = 2048 if quick else 4096
+    rev = sys.argv[sys.argv.index("--baseline") + 1] if "--baseline" in sys.argv else BASELINE
+    compare_builders(size, rev)
     spec = hw.TRN2
     c0, w0 = time.process_time(), time.perf_counter()
     prog = matmul_program(size, size, size, "bfloat16", spec=spec)
@@ -117,7 +162,7 @@ def main() -> None:
         ("  encode(columns)", best_of(lambda: encode(prog, spec, columns=cols))),
         ("  event core", best_of(lambda: run_core(*args), repeat=9)),
         ("validate() standalone", best_of(lambda: validate(prog, spec))),
-        ("index rebuilt (no add())", best_of(lambda: ShapeIndex.build(prog.instructions, prog.label))),
+        ("index made (one pass)", best_of(lambda: ShapeIndex.build(prog.instructions, prog.label))),
         ("NEFF hash, cold", best_of(lambda: content_hash(memo=False))),
         ("NEFF hash, warm", best_of(lambda: content_hash(memo=True))),
         ("reference validate", best_of(lambda: _validate_reference(prog, spec), repeat=1)),

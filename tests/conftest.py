@@ -1,4 +1,7 @@
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,15 @@ os.environ.setdefault("TRNSCOPE_HOST_TIME", "modelled")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+# The persistent NEFF cache (trnscope.runtime.neff_cache) of this test session: a fresh directory, so
+# the suite never reads a user's cache nor leaves entries in it. Set before trnscope is imported, and
+# inherited by the processes the tests start (the CLI, torchrun workers).
+NEFF_CACHE = tempfile.mkdtemp(prefix="trnscope-tests-neff-")
+os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = os.environ["TRNSCOPE_NEFF_CACHE_DIR"] = NEFF_CACHE
+for _var in ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE", "TRNSCOPE_DISABLE_NEFF_CACHE"):
+    os.environ.pop(_var, None)
+atexit.register(shutil.rmtree, NEFF_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -49,7 +49,7 @@ def test_compiled_block_matches_eager_and_trains(make):
     for gc, ge in zip(grads_c, grads_e):
         torch.testing.assert_close(gc.cpu(), ge.cpu(), rtol=1e-4, atol=1e-5)
     assert COUNTERS.eager_graphs == 0, COUNTERS.reasons
-    assert 1 <= COUNTERS.neffs_compiled <= 2  # one forward NEFF, one backward NEFF
+    assert 1 <= COUNTERS.neffs_compiled + COUNTERS.neff_cache_hits <= 2  # one forward NEFF, one backward NEFF
 
 
 def test_llama_decoder_layer_compiles_and_trains():
@@ -82,4 +82,4 @@ def test_llama_decoder_layer_compiles_and_trains():
     for p_dev, p_ref in zip(dev.parameters(), layer.parameters()):
         torch.testing.assert_close(p_dev.grad.cpu(), p_ref.grad, rtol=1e-3, atol=1e-5)
     assert COUNTERS.eager_graphs == 0, COUNTERS.reasons
-    assert COUNTERS.neffs_compiled <= 12
+    assert COUNTERS.neffs_compiled + COUNTERS.neff_cache_hits <= 12

@@ -65,7 +65,8 @@ def test_compile_counters_and_cache_hits_across_calls():
     f = torch.compile(naive, backend="neuron")
     for _ in range(3):
         f(x, w)
-    assert COUNTERS.neffs_compiled == 1
+    # one NEFF: compiled, or read from the session's NEFF cache when an earlier test compiled it
+    assert COUNTERS.neffs_compiled + COUNTERS.neff_cache_hits == 1
     assert COUNTERS.executions == 3
     assert COUNTERS.last_dispatches_per_call == 1
 
@@ -81,7 +82,7 @@ def test_graph_break_gives_one_neff_per_subgraph():
 
     x = torch.randn(32, 32)
     out = torch.compile(broken, backend="neuron")(x.to("neuron"))
-    assert COUNTERS.neffs_compiled == 2
+    assert COUNTERS.neffs_compiled + COUNTERS.neff_cache_hits == 2
     torch.testing.assert_close(out.cpu(), torch.tanh(torch.exp(x) * 2) + 1)
 
 
@@ -105,7 +106,7 @@ def test_new_shape_recompiles_a_new_neff_instead_of_going_dynamic():
     f = torch.compile(naive, backend="neuron")
     for rows in (8, 16, 24):
         f(torch.randn(rows, 32, device="neuron"), torch.randn(32, device="neuron"))
-    assert COUNTERS.neffs_compiled == 3
+    assert COUNTERS.neffs_compiled + COUNTERS.neff_cache_hits == 3
 
 
 SCRIPT = """
@@ -123,4 +124,4 @@ def test_neff_cache_dir_is_reused_across_processes(tmp_path):
     second = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True)
     assert first.stdout.split()[-2:] == ["1", "0"]
     assert second.stdout.split()[-2:] == ["0", "1"]
-    assert list(tmp_path.glob("graph_*.neff"))
+    assert list(tmp_path.rglob("neff_*.neff")) and list(tmp_path.rglob("neff_*.timeline.npz"))

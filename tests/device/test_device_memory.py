@@ -147,3 +147,23 @@ def test_live_blocks_snapshot():
     blocks = memory.live_blocks(0)
     assert (x.untyped_storage().data_ptr(), 333, 0) in blocks
     assert re.match(r"\d", str(len(blocks)))
+
+
+def test_the_buffer_cache_holds_no_more_than_it_can_serve():
+    """Freed buffers are reused at their exact size only: the cache keeps at most the memory in use
+    (or its floor) and lets the buffers cached longest ago go, so a program that moves on to other
+    shapes does not keep the old shapes' buffers."""
+    torch.neuron.empty_cache()
+    gc.collect()
+    mib = 1 << 20
+    keep = torch.empty(8 * mib, dtype=torch.uint8, device="neuron")
+    for size in range(1, 40):  # 39 distinct sizes, each freed at once: 780 MiB if all were kept
+        torch.empty(size * mib, dtype=torch.uint8, device="neuron")
+    budget = max(memory.POOL_FLOOR, torch.neuron.memory_allocated())
+    assert memory.cached_bytes(0) <= budget
+    assert memory.cached_bytes(0) >= 35 * mib  # the most recent sizes are still there
+    assert memory._take_pooled(39 * mib, 0) is not None and memory._take_pooled(1 * mib, 0) is None
+    assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated() + memory.cached_bytes(0)
+    del keep
+    torch.neuron.empty_cache()
+    assert memory.cached_bytes(0) == 0

@@ -1,7 +1,7 @@
-"""The shape index Program.add keeps is the index of the whole list built at once, and a Program whose
-list changed behind add() (a NEFF read back, a list handed to the constructor, in-place edits) is
-indexed again, so the columns - and everything simulate() derives from them - describe the list as
-it is."""
+"""A Program's shape index is made once, when first needed, and kept while its list stays the same; a
+Program whose list changed (an instruction added, a NEFF read back, a list handed to the
+constructor, in-place edits) is indexed again, so the columns - and everything simulate() derives
+from them - describe the list as it is."""
 
 from __future__ import annotations
 
@@ -24,16 +24,19 @@ def _arrays(idx: ShapeIndex) -> dict:
             for k in ("shape", "first", "shape_form", "form_first", "wait_cnt", "wait_flat")}
 
 
-def test_incremental_index_is_the_bulk_index():
+def test_index_is_made_once_when_needed_and_kept():
     p = matmul_program(640, 384, 1152, "bfloat16", spec=SPEC)
-    kept = p._index
-    assert kept is not None and kept.instrs == p.instructions and kept.exact
+    assert p._index is None  # building does not index
+    kept = p.shape_index()
+    assert kept.instrs == p.instructions and kept.exact
     bulk = ShapeIndex.build(p.instructions, p.label)
     assert _arrays(kept) == _arrays(bulk)
     assert kept.keys == bulk.keys
     assert all(a is b for a, b in zip(kept.reps, bulk.reps)) and len(kept.reps) == len(bulk.reps)
     assert all(a is b for a, b in zip(kept.form_reps, bulk.form_reps))
-    # and the kept index is what the columns came from: no rebuild
+    # the kept index is what the columns and the NEFF hash come from: no rebuild
+    program_columns(p)
+    p.content_hash
     assert p.shape_index() is kept
 
 
@@ -67,16 +70,16 @@ def test_edits_behind_the_program_are_seen():
         simulate(p, SPEC, cache=False)
 
 
-def test_appends_behind_the_program_are_seen_and_add_goes_on_from_there():
+def test_appends_behind_the_program_and_adds_are_seen():
     p = Program("a")
     t = sbuf(0, 128, (64,), "float32")
     p.add(Memset(out=t, value=1.0))
+    assert program_columns(p).n == 1
     p.instructions.append(TensorTensor(alu=Alu.ADD, in0=t, in1=t, out=t, op=-1))
-    p.add(Memset(out=t, value=2.0))  # the kept index no longer matches: dropped
-    assert p._index is None
+    assert program_columns(p).n == 2  # the kept index no longer matches: made again
+    p.add(Memset(out=t, value=2.0))
+    assert p._index is None  # an add drops it
     assert program_columns(p).n == 3
-    p.add(Memset(out=t, value=1.0))  # indexed again, add extends it
-    assert p._index is not None and len(p._index.instrs) == 4
     assert _arrays(p._index) == _arrays(ShapeIndex.build(p.instructions))
 
 

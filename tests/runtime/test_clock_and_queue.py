@@ -120,8 +120,11 @@ def test_execution_is_asynchronous_and_starts_after_launch_latency():
     assert rt.in_flight()
     rt.synchronize()
     assert not rt.in_flight()
-    assert rt.stats() == {"neffs_compiled": 1, "cache_hits": 3, "dispatches": 4}
-    assert a.compile_ns > 0 and b.compile_ns == 0
+    stats = rt.stats()
+    assert (stats["neffs_executed"], stats["cache_hits"], stats["dispatches"]) == (1, 3, 4)
+    # compiled by the first call, or found in this process's or this test session's NEFF cache
+    assert stats["neffs_compiled"] + stats["neffs_loaded"] <= 1
+    assert b.compile_ns == c.compile_ns == d.compile_ns == 0 and (a.compile_ns > 0) == (stats["neffs_compiled"] == 1)
 
 
 def test_device_time_grows_with_size_host_time_does_not():

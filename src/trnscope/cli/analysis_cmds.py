@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -67,9 +68,6 @@ def _text(value):
 
 
 class SummaryCommand:
-    name = "summary"
-    help = "a profile's (or Kineto trace's) device use, idle time, top operators and recommendations"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", type=Path,
                             help="a profile directory, a folder of profiles (each is summarised) or a trace file")
@@ -258,9 +256,6 @@ def _evidence(evidence: dict, limit: int = 240) -> str:
 
 
 class DiffCommand:
-    name = "diff"
-    help = "compare two profiles: summary deltas and operators aligned by name"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("base", type=Path)
         parser.add_argument("test", type=Path)
@@ -269,6 +264,8 @@ class DiffCommand:
         parser.add_argument("--wide", action="store_true", help="full names, whatever the terminal's width")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from rich.table import Table
+
         from ..analysis import diff_profiles
 
         for path in (args.base, args.test):
@@ -315,9 +312,6 @@ def _delta(key: str, value) -> str:
 
 
 class ExportCommand:
-    name = "export"
-    help = "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", type=Path)
         parser.add_argument("-o", "--output", type=Path, help="output file (default: <profile>/combined.json.gz)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -148,9 +149,6 @@ def _fmt_us(ns: float) -> str:
 
 
 class DemoCommand:
-    name = "demo"
-    help = "the RMSNorm case study: naive ops vs torch.rms_norm vs torch.compile on the emulated NeuronCore"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--shapes", default=",".join(f"{r}x{h}" for r, h in SHAPES),
                             help="comma-separated ROWSxHIDDEN shapes for the comparison")
@@ -167,6 +165,8 @@ class DemoCommand:
                                  "columns that fit the terminal")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from rich.table import Table
+
         shapes = [_parse_shape(s) for s in args.shapes.split(",")]
         prow, phid = _parse_shape(args.profile_shape)
         import torch
@@ -200,6 +200,10 @@ class DemoCommand:
                     xs = torch.randn(rows, hidden).to(dt).to("neuron")
                     ws = torch.randn(hidden).to(dt).to("neuron")
                     measured[(rows, hidden, dtype)] = {name: measure(fn, xs, ws) for name, fn in impls.items()}
+                    # the next shape needs buffers of other sizes: give this one's cached buffers back
+                    # (host memory of the emulator; as torch.cuda.empty_cache() between shapes of a sweep)
+                    del xs, ws
+                    torch.neuron.empty_cache()
                     progress.advance(task)
         table = []
         for (rows, hidden, dtype), results in measured.items():

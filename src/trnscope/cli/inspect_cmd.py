@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 
 class InspectCommand:
-    name = "inspect"
-    help = "show a NEFF's header, tensors, instruction mix and simulated time"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("file", type=Path)
 

@@ -1,49 +1,81 @@
-"""``trnscope`` command line: one small class per subcommand behind a common protocol."""
+"""``trnscope`` command line: one small class per subcommand behind a common protocol.
+
+Start-up matters here (``trnscope --help``, ``trnscope summary``): only the chosen subcommand's
+module is imported, and it imports what it needs (torch, the explorer, rich) when it runs. The table
+below is all the top-level parser needs: names, modules and one-line helps.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# name -> (module under trnscope.cli, class, help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("run_cmd", "RunCommand",
+            "run a PyTorch script on the emulated NeuronCore (torch_neuronx imports resolve to trnscope)"),
+    "demo": ("demo", "DemoCommand",
+             "the RMSNorm case study: naive ops vs torch.rms_norm vs torch.compile on the emulated NeuronCore"),
+    "view": ("view_cmd", "ViewCommand", "open profiles and torch.profiler traces under DIR... in the browser explorer"),
+    "summary": ("analysis_cmds", "SummaryCommand",
+                "a profile's (or Kineto trace's) device use, idle time, top operators and recommendations"),
+    "diff": ("analysis_cmds", "DiffCommand", "compare two profiles: summary deltas and operators aligned by name"),
+    "export": ("analysis_cmds", "ExportCommand",
+               "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)"),
+    "inspect": ("inspect_cmd", "InspectCommand", "show a NEFF's header, tensors, instruction mix and simulated time"),
+}
 
 
 class Command(Protocol):
-    name: str
-    help: str
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
-    def run(self, args: argparse.Namespace, console: Console) -> int: ...
+    def run(self, args: argparse.Namespace, console: "Console") -> int: ...
 
 
 class UsageError(ValueError):
     """A bad argument or file: printed as one clear line, exit status 2."""
 
 
-def commands() -> list[Command]:
-    from .demo import DemoCommand
-    from .inspect_cmd import InspectCommand
-    from .run_cmd import RunCommand
-    from .analysis_cmds import DiffCommand, ExportCommand, SummaryCommand
-    from .view_cmd import ViewCommand
+def command(name: str) -> Command:
+    """The subcommand ``name`` (its module is imported now)."""
+    module, cls, _ = COMMANDS[name]
+    return getattr(importlib.import_module(f"{__package__}.{module}"), cls)()
 
-    return [RunCommand(), DemoCommand(), ViewCommand(), SummaryCommand(), DiffCommand(), ExportCommand(),
-            InspectCommand()]
+
+def chosen(argv: list[str]) -> str | None:
+    """The subcommand an argument list names: its first positional argument (``--instance`` takes one)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--instance":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="trnscope", description="Profile PyTorch for AWS Trainium on an "
                                      "emulated NeuronCore.")
     parser.add_argument("--instance", help="emulated target: trn1 or trn2 (default: $TRNSCOPE_INSTANCE or trn2)")
     sub = parser.add_subparsers(dest="command", required=True)
-    table = {}
-    for cmd in commands():
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-        cmd.add_arguments(p)
-        table[cmd.name] = cmd
+    name = chosen(argv)
+    selected = None
+    for cmd_name, (_, _, text) in COMMANDS.items():
+        p = sub.add_parser(cmd_name, help=text, description=text)
+        if cmd_name == name:  # only the chosen command's arguments (and imports) are needed
+            selected = command(cmd_name)
+            selected.add_arguments(p)
     args = parser.parse_args(argv)
+    from rich.console import Console
+
     # tables stay readable when the output is a file or a pipe (rich would fall back to 80 columns)
     console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
@@ -51,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             from ..hw import set_instance
 
             set_instance(args.instance)
-        return table[args.command].run(args, console)
+        return (selected or command(args.command)).run(args, console)
     except UsageError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         return 2

@@ -1,9 +1,10 @@
 """``trnscope run SCRIPT [ARGS]``: run a PyTorch script on the emulated NeuronCore.
 
-For the run, ``import torch_neuronx`` and ``from torch_neuronx.profiling import NeuronConfig,
-ProfileMode, NeuronProfiler`` resolve to trnscope, and so do ``import nki`` (``nki.language``,
-``nki.isa``), ``neuronxcc.nki`` and ``from torch_neuronx import nki_op, wrap_nki``, so scripts written
-for TorchNeuron and NKI kernel files run unmodified. ``--profile DIR`` profiles the whole script (DEVICE + RUNTIME) into DIR.
+For the run, ``import torch_neuronx``, ``from torch_neuronx.profiling import NeuronConfig,
+ProfileMode, NeuronProfiler`` and ``import torch_neuronx.metrics`` resolve to trnscope, and so do
+``import nki`` (``nki.language``, ``nki.isa``), ``neuronxcc.nki`` and ``from torch_neuronx import nki_op,
+wrap_nki``, so scripts written for TorchNeuron and NKI kernel files run unmodified. ``--profile DIR``
+profiles the whole script (DEVICE + RUNTIME) into DIR.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import runpy
 import sys
 import types
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def install_torch_neuronx_alias() -> types.ModuleType:
@@ -39,6 +42,10 @@ def install_torch_neuronx_alias() -> types.ModuleType:
     nki.install_aliases()  # import nki / nki.language / nki.isa / neuronxcc.nki resolve to trnscope.nki
     mod.nki, mod.nki_op, mod.wrap_nki = nki, nki_op, wrap_nki
     sys.modules["torch_neuronx"] = mod
+    from trnscope import metrics
+
+    mod.metrics = metrics
+    sys.modules["torch_neuronx.metrics"] = metrics
     try:
         from trnscope import profiling
 
@@ -50,9 +57,6 @@ def install_torch_neuronx_alias() -> types.ModuleType:
 
 
 class RunCommand:
-    name = "run"
-    help = "run a PyTorch script on the emulated NeuronCore (torch_neuronx imports resolve to trnscope)"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("script", type=Path)
         parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")

@@ -6,14 +6,13 @@ import argparse
 import errno
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class ViewCommand:
-    name = "view"
-    help = "open profiles and torch.profiler traces under DIR... in the browser explorer"
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("dirs", nargs="+", metavar="DIR",
                             help="profile directories, folders holding them, or trace files (.json / .json.gz)")

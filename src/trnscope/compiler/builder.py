@@ -12,6 +12,7 @@ producers it reads (RAW) and for the readers and writers of what it overwrites (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ..hw import HardwareSpec, get_spec
 from ..isa import AP, Dma, DmaGather, DmaScatter, Engine, Instruction, Program, Space, TensorCopy
@@ -96,8 +97,11 @@ class KernelBuilder:
         self._counts: dict[str, int] = {}
         self._regions: dict[Space, list[_Region]] = {Space.SBUF: [], Space.PSUM: []}
         self._hbm: dict[int, list[_HbmAccess]] = {}
+        self._hbm_writes: dict[int, list[_HbmAccess]] = {}  # the writes among _hbm's records, in order
         self._hbm_floor: dict[int, dict[str, int]] = {}
         self._queues: dict[str, int] = {}
+        # per space, byte offset -> the region _region() finds there (kept up to date by _new_region)
+        self._region_at: dict[Space, dict[int, _Region]] = {Space.SBUF: {}, Space.PSUM: {}}
 
     # --- resources ----------------------------------------------------------------------------
     def queue(self, name: str, kind: str = "data") -> int:
@@ -134,13 +138,25 @@ class KernelBuilder:
             kept.append(r)  # partly covered regions stay, for later users of their other bytes
         kept.append(region)
         self._regions[space] = kept
+        # the new region owns its bytes now (and every region it dropped lay inside it)
+        at = self._region_at[space]
+        for offset in [o for o in at if start <= o < end]:
+            at[offset] = region
         return region
 
     def _region(self, ap: AP) -> _Region:
+        at = self._region_at[ap.space]
+        offset = ap.offset
+        r = at.get(offset)
+        if r is not None:
+            return r
         for r in reversed(self._regions[ap.space]):  # the newest region owns overlapping bytes
-            if r.start <= ap.offset < r.end:
+            if r.start <= offset < r.end:
+                at[offset] = r
                 return r
-        return self._new_region(ap.space, ap.offset, ap.offset + ap.extent_bytes())
+        r = self._new_region(ap.space, offset, offset + ap.extent_bytes())
+        at[offset] = r
+        return r
 
     def psum_tile(self, partitions: int, free_shape, dtype="float32") -> AP:
         return self.tile(partitions, free_shape, dtype, Space.PSUM)
@@ -163,54 +179,84 @@ class KernelBuilder:
         return self._sems[stream]
 
     def emit(self, ins: Instruction) -> Instruction:
-        stream = self._stream(ins)
+        """Append ``ins`` with the waits its reads and writes need and its stream's signal.
+
+        The operand loop is inlined (SBUF/PSUM regions here, HBM spans in :meth:`_track_hbm`): per
+        instruction it is the builder's whole cost, so it avoids a call and a closure per operand."""
+        cls = type(ins)
+        plan = _PLANS.get(cls)
+        if plan is None:
+            plan = _plan(cls)
+        stream, dma, operands, n_reads = plan
+        if stream is None:
+            stream = self.p.queues[ins.queue].name if dma else ins.engine.value  # type: ignore[attr-defined]
         need: dict[str, int] = {}
-
-        def depend(dep_stream: str, count: int) -> None:
-            # in-order engines need no semaphore for their own earlier work; DMA queues complete
-            # in order too but trigger ahead of completion, so they wait on themselves explicitly
-            if dep_stream == stream and ins.ENGINE is not Engine.DMA:
-                return
-            if count > need.get(dep_stream, 0):
-                need[dep_stream] = count
-
-        my_count = self._counts.get(stream, 0) + 1
-        for ap in ins.reads():
-            self._track(ap, stream, my_count, write=False, depend=depend)
-        for ap in ins.writes():
-            self._track(ap, stream, my_count, write=True, depend=depend)
-        waits = tuple(sorted((self._sem(s), c) for s, c in need.items()))
-        signals = ((self._sem(stream), 1),)
-        self._counts[stream] = my_count
+        counts = self._counts
+        my_count = counts.get(stream, 0) + 1
+        sbuf_at, psum_at = self._region_at[_SBUF], self._region_at[_PSUM]
+        k = 0
+        for ap in operands(ins):
+            write = k >= n_reads
+            k += 1
+            if type(ap) is not AP and not isinstance(ap, AP):
+                continue  # an immediate in a scalar operand, an absent optional pattern
+            space = ap.space
+            if space is _HBM:
+                self._track_hbm(ap, stream, my_count, write, need, dma)
+                continue
+            region = (sbuf_at if space is _SBUF else psum_at).get(ap.offset) or self._region(ap)
+            for s, c in region.writers.items():
+                if c > need.get(s, 0) and (dma or s != stream):
+                    need[s] = c
+            if write:
+                for s, c in region.readers.items():
+                    if c > need.get(s, 0) and (dma or s != stream):
+                        need[s] = c
+                region.writers = {stream: my_count}
+                region.readers = {}
+            else:
+                region.readers[stream] = my_count
+        sems = self._sems
+        if not need:
+            waits: tuple = ()
+        elif len(need) == 1:
+            (s, c), = need.items()
+            waits = (((sems[s] if s in sems else self._sem(s)), c),)
+        else:
+            waits = tuple(sorted([((sems[s] if s in sems else self._sem(s)), c) for s, c in need.items()]))
+        signals = ((sems[stream] if stream in sems else self._sem(stream), 1),)
+        counts[stream] = my_count
         return self.p.add(ins, waits=waits, signals=signals)
 
-    def _track(self, ap: AP, stream: str, count: int, write: bool, depend) -> None:
-        if ap.space is Space.HBM:
-            self._track_hbm(ap, stream, count, write, depend)
-            return
-        region = self._region(ap)
-        for s, c in region.writers.items():
-            depend(s, c)
-        if write:
-            for s, c in region.readers.items():
-                depend(s, c)
-            region.writers = {stream: count}
-            region.readers = {}
-        else:
-            region.readers[stream] = count
-
-    def _track_hbm(self, ap: AP, stream: str, count: int, write: bool, depend) -> None:
+    def _track_hbm(self, ap: AP, stream: str, count: int, write: bool, need: dict, dma: bool) -> None:
+        """RAW/WAR/WAW against earlier accesses of the same HBM tensor's overlapping elements. A read
+        depends on earlier writes only, so the writes are also kept apart: reading an input tensor
+        (never written) scans nothing."""
         lo, hi = ap.element_span()
-        records = self._hbm.setdefault(ap.tensor, [])
-        for r in records:
-            if (r.write or write) and r.lo <= hi and lo <= r.hi:
-                depend(r.stream, r.count)
-        for s, c in self._hbm_floor.get(ap.tensor, {}).items():
-            depend(s, c)
-        records.append(_HbmAccess(lo, hi, stream, count, write))
+        tensor = ap.tensor
+        records = self._hbm.get(tensor)
+        if records is None:
+            records = self._hbm[tensor] = []
+            self._hbm_writes[tensor] = []
+        writes = self._hbm_writes[tensor]
+        deps = [(r.stream, r.count) for r in (records if write else writes) if r.lo <= hi and lo <= r.hi]
+        floor = self._hbm_floor.get(tensor)
+        if floor:
+            deps.extend(floor.items())
+        for s, c in deps:
+            # in-order engines need no semaphore for their own earlier work; DMA queues complete
+            # in order too but trigger ahead of completion, so they wait on themselves explicitly
+            if c > need.get(s, 0) and (dma or s != stream):
+                need[s] = c
+        rec = _HbmAccess(lo, hi, stream, count, write)
+        records.append(rec)
+        if write:
+            writes.append(rec)
         if len(records) > MAX_HBM_RECORDS:
-            floor = self._hbm_floor.setdefault(ap.tensor, {})
+            floor = self._hbm_floor.setdefault(tensor, {})
             old = records.pop(0)
+            if old.write:
+                writes.pop(0)  # the oldest record, so the oldest write
             floor[old.stream] = max(floor.get(old.stream, 0), old.count)
 
     # --- convenience ------------------------------------------------------------------------------
@@ -227,6 +273,28 @@ class KernelBuilder:
     @property
     def psum_peak_bytes(self) -> int:
         return self.psum.peak
+
+
+_SBUF, _PSUM, _HBM = Space.SBUF, Space.PSUM, Space.HBM
+# per instruction class: (its stream when the class decides it, else None; whether it is a DMA; a
+# getter of its READS then WRITES fields, always a tuple; how many of them are reads)
+_PLANS: dict[type, tuple] = {}
+
+
+def _plan(cls: type) -> tuple:
+    names = (*cls.READS, *cls.WRITES)
+    if not names:
+        getter = lambda ins: ()  # noqa: E731
+    elif len(names) == 1:
+        one = attrgetter(names[0])
+        getter = lambda ins: (one(ins),)  # noqa: E731
+    else:
+        getter = attrgetter(*names)
+    dma = cls.ENGINE is Engine.DMA
+    # the engine is the class's unless a subclass overrides the ``engine`` property (TensorCopy's ``on``)
+    static = None if dma or cls.engine is not Instruction.engine else cls.ENGINE.value
+    plan = _PLANS[cls] = (static, dma, getter, len(cls.READS))
+    return plan
 
 
 def is_dma(ins: Instruction) -> bool:

@@ -435,6 +435,7 @@ class GraphCompiler:
         ctx = LoweringContext(call, self.kb, input_ids, out_ids, name)
         with self.program.origin(name):
             fn(ctx)
+            ctx.release_scalars()
         self.kernels += 1
 
     def _alias_clone(self, n: fx.Node) -> bool:

@@ -4,18 +4,26 @@ A lowering receives an :class:`OpCall` (the op's name, the metadata of its tenso
 outputs, its non-tensor attributes) and emits instructions through a :class:`KernelBuilder` whose
 HBM tensors are already bound: ``ctx.inputs[i]`` / ``ctx.outputs[i]`` are HBM tensor indices (None
 for non-tensor arguments). Programs are cached by the call's key, so an op seen before with the
-same shapes, strides and dtypes costs one dictionary lookup.
+same shapes, strides and dtypes costs one dictionary lookup. A lowering declares the scalar
+arguments it takes as runtime operands (``scalars=``, see :mod:`.scalars`): their values are not
+part of the key nor of the Program, so a new value reuses the NEFF.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import orjson
+
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program
+from ..isa.columns import gc_paused
+from . import scalars as _scalars
 from .builder import KernelBuilder
 from .meta import TensorMeta
 
@@ -52,10 +60,21 @@ class LoweringContext:
     outputs: list[int]
     label: str = ""
     extra: dict = field(default_factory=dict)
+    scalars: dict = field(default_factory=dict)  # argument name -> scalars.ScalarArg made by scalar()
 
     @property
     def spec(self) -> HardwareSpec:
         return self.kb.spec
+
+    def scalar(self, name: str, default=None) -> "_scalars.ScalarArg | None":
+        """Scalar argument ``name`` as an operand (a runtime scalar or a number; None when absent
+        without a default): see :mod:`.scalars`."""
+        return _scalars.scalar(self, name, default)
+
+    def release_scalars(self) -> None:
+        """Free the tiles the kernel's scalar operands were loaded into (the kernel is done)."""
+        for arg in self.scalars.values():
+            arg.release()
 
     @property
     def program(self) -> Program:
@@ -72,6 +91,7 @@ def _freeze(v):
 
 Lowering = Callable[[LoweringContext], None]
 _REGISTRY: dict[str, Lowering] = {}
+_SCALARS: dict[str, _scalars.Declaration] = {}  # op -> its runtime scalars (argument -> special values)
 _CACHE: "OrderedDict[tuple, Program]" = OrderedDict()
 CACHE_SIZE = 8192
 
@@ -80,12 +100,27 @@ class NoLowering(LookupError):
     """The op has no device kernel (the device layer falls back to CPU)."""
 
 
-def lowering(*names: str) -> Callable[[Lowering], Lowering]:
+def lowering(*names: str, scalars=()) -> Callable[[Lowering], Lowering]:
+    """Register a lowering for ops ``names``. ``scalars``: the scalar arguments it takes as runtime
+    operands (names, or a mapping of each name to the few values it specialises on), which it must
+    read with ``ctx.scalar()``."""
+    decl = _scalars.declaration(scalars)
+
     def register(fn: Lowering) -> Lowering:
         for n in names:
             _REGISTRY[n] = fn
+            if decl:
+                _SCALARS[n] = decl
+            else:
+                _SCALARS.pop(n, None)
         return fn
     return register
+
+
+def runtime_scalars(name: str) -> _scalars.Declaration:
+    """The runtime scalars of op ``name``'s lowering: argument name -> the values it specialises on."""
+    _load_kernels()
+    return _SCALARS.get(name, {})
 
 
 def has_lowering(name: str) -> bool:
@@ -106,22 +141,49 @@ def lower(call: OpCall, spec: HardwareSpec | None = None) -> Program:
 def lower_timed(call: OpCall, spec: HardwareSpec | None = None) -> tuple[Program, int]:
     """(Program, ns spent compiling it): 0 when it came from the cache."""
     spec = spec or get_spec()
-    key = (call.key(), spec.name)
+    call, key, prog = cached(call, spec)
+    if prog is not None:
+        return prog, 0
+    return compile_call(call, spec, key)
+
+
+def cached(call: OpCall, spec: HardwareSpec) -> tuple[OpCall, tuple, Program | None]:
+    """(the call with its runtime scalars as placeholders, its cache key, the Program this process
+    holds for it or None). The key holds the target spec's content, not only its name: a spec
+    changed with ``replace()`` (a what-if study) lowers anew."""
+    _load_kernels()
+    call = _scalars.abstract(call, _SCALARS.get(call.name))
+    key = (call.key(), spec_digest(spec))
     prog = _CACHE.get(key)
     if prog is not None:
         _CACHE.move_to_end(key)
-        return prog, 0
+    return call, key, prog
+
+
+def compile_call(call: OpCall, spec: HardwareSpec, key: tuple | None = None) -> tuple[Program, int]:
+    """Lower ``call`` (already through :func:`cached`) now: (Program, ns it took), kept in the cache."""
     t0 = time.perf_counter_ns()
-    _load_kernels()
     fn = _REGISTRY.get(call.name)
     if fn is None:
         raise NoLowering(call.name)
     prog = build(call, fn, spec)
     prog.neff_id  # hashing the NEFF is part of compiling it
+    remember(key if key is not None else (call.key(), spec_digest(spec)), prog)
+    return prog, time.perf_counter_ns() - t0
+
+
+def remember(key: tuple, prog: Program) -> None:
+    """Keep ``prog`` as the Program of cache key ``key`` (one compiled here or read from disk)."""
     _CACHE[key] = prog
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
-    return prog, time.perf_counter_ns() - t0
+
+
+@functools.lru_cache(maxsize=64)
+def spec_digest(spec: HardwareSpec) -> str:
+    """SHA-256 of a target spec's every field: what a Program compiled for it depends on."""
+    text = orjson.dumps(spec.to_dict(), option=orjson.OPT_SORT_KEYS, default=str)
+    return hashlib.sha256(text).hexdigest()
 
 
 def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
@@ -135,8 +197,11 @@ def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
     inputs = [m.bind(prog, f"in{i}", "input") if m is not None else None for i, m in enumerate(call.inputs)]
     outputs = [m.bind(prog, f"out{i}", "output") for i, m in enumerate(call.outputs)]
     ctx = LoweringContext(call, KernelBuilder(prog, spec), inputs, outputs, call.name)
-    with prog.origin(call.name):
+    # a large kernel allocates a few objects per instruction, none in a cycle: collections during the
+    # build would walk the whole heap (torch's objects included) for nothing, often
+    with prog.origin(call.name), gc_paused():
         fn(ctx)
+        ctx.release_scalars()
     prog.meta["sbuf_peak_bytes"] = ctx.kb.sbuf_peak_bytes
     prog.meta["psum_peak_bytes"] = ctx.kb.psum_peak_bytes
     return prog

@@ -8,8 +8,9 @@ import torch
 
 from ..hw import HardwareSpec
 from ..isa import Program
-from .lowering import lower
+from .lowering import lower, runtime_scalars
 from .opcall import from_aten
+from .scalars import runtime_values, scalar_inputs
 
 TOLERANCES = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (2e-2, 2e-2), torch.float16: (5e-3, 5e-3)}
 
@@ -51,6 +52,7 @@ def run_lowered(op, args: tuple, kwargs: dict | None = None, spec: HardwareSpec 
         if meta is not None:
             feeds[f"in{k}"] = span_array(t)
         k += 1
+    feeds.update(scalar_inputs(program, runtime_values(call, runtime_scalars(call.name))))
     got = interp.run(program, feeds, spec=spec)
     results = []
     for i, ref in enumerate(o for o in outs if isinstance(o, torch.Tensor)):

@@ -11,18 +11,16 @@ simulated time of its Program.
 from __future__ import annotations
 
 import hashlib
-import os
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.fx as fx
 
 from .. import runtime
 from ..compiler.graph import CompiledGraph, GraphCompileError, compile_graph
-from ..compiler.lowering import NoLowering
-from ..isa import NeffFormatError, neff
+from ..compiler.lowering import NoLowering, spec_digest
+from ..runtime import neff_cache
 from . import memory
 
 BACKEND_NAME = "neuron"
@@ -51,11 +49,6 @@ class CompileCounters:
 COUNTERS = CompileCounters()
 
 
-def _cache_dir() -> Path | None:
-    d = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or os.environ.get("TRNSCOPE_NEFF_CACHE_DIR")
-    return Path(d) if d else None
-
-
 def _graph_key(gm: fx.GraphModule, example_inputs, spec_name: str) -> str:
     h = hashlib.sha256()
     h.update(gm.code.encode())
@@ -65,7 +58,7 @@ def _graph_key(gm: fx.GraphModule, example_inputs, spec_name: str) -> str:
         else:
             h.update(repr(t).encode())
     h.update(spec_name.encode())
-    return h.hexdigest()[:24]
+    return h.hexdigest()
 
 
 def _has_symbolic(example_inputs) -> bool:
@@ -80,11 +73,12 @@ def _has_symbolic(example_inputs) -> bool:
 class CompiledNeff:
     """The callable Dynamo runs in place of a graph: one device execution per call."""
 
-    def __init__(self, gm: fx.GraphModule, compiled: CompiledGraph, label: str, compile_ns: int):
+    def __init__(self, gm: fx.GraphModule, compiled: CompiledGraph, label: str, compile_ns: int, timeline=None):
         self.gm = gm
         self.compiled = compiled
         self.label = label
         self.compile_ns = compile_ns
+        self.timeline = timeline  # simulated at compile time, or read with the NEFF from the cache
         self._first = True
 
     def __call__(self, *args):
@@ -98,7 +92,9 @@ class CompiledNeff:
         clock = runtime.CLOCK
         if clock.mode == runtime.MODELLED:  # Dynamo's guards and AOTAutograd's wrappers (measured in real mode)
             clock.advance(runtime.host_costs().graph_call_ns)
-        core.execute_program(self.compiled.program, self.label, compute, compile_ns)
+        core.execute_program(self.compiled.program, self.label, compute, compile_ns,
+                             timeline=self.timeline if self.timeline is not None and self.timeline.spec == core.spec
+                             else None)
         COUNTERS.executions += 1
         COUNTERS.last_dispatches_per_call = 1
         return result[0]
@@ -148,28 +144,19 @@ def _compile(gm: fx.GraphModule, example_inputs, label: str):
 def _compile_cut(gm: fx.GraphModule, example_inputs, label: str):
     spec = runtime.core(0).spec
     key = _graph_key(gm, example_inputs, spec.name)
-    cache = _cache_dir()
-    cached = cache / f"graph_{key}.neff" if cache is not None else None
-    loaded = False
+    # the persistent NEFF cache (runtime.neff_cache): keyed on trnscope's build and the spec's content
+    disk_key = (("graph", key), spec_digest(spec))
+    timeline = None
     try:
-        compiled = None
-        if cached is not None and cached.exists():
-            try:
-                program = neff.load(cached)
-                compiled = CompiledGraph(program, [], [], int(program.meta.get("kernels", 1)),
-                                         int(program.meta.get("fused_ops", 0)))
-                COUNTERS.neff_cache_hits += 1
-                loaded = True
-            except NeffFormatError as exc:
-                warnings.warn(f"trnscope: ignoring a bad cached NEFF ({exc}); recompiling", stacklevel=2)
-        if compiled is None:
+        hit = neff_cache.get().load(disk_key, spec)
+        if hit is not None:
+            program, timeline = hit
+            compiled = CompiledGraph(program, [], [], int(program.meta.get("kernels", 1)),
+                                     int(program.meta.get("fused_ops", 0)))
+            COUNTERS.neff_cache_hits += 1
+        else:
             compiled = compile_graph(gm, spec, f"{label}_{key[:8]}")
             COUNTERS.neffs_compiled += 1
-            if cached is not None:
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cached.with_suffix(".tmp")
-                neff.save(compiled.program, tmp)
-                tmp.replace(cached)
     except (NoLowering, GraphCompileError, NotImplementedError) as exc:
         COUNTERS.eager_graphs += 1
         reason = f"{label}: {type(exc).__name__}: {exc}"
@@ -180,11 +167,16 @@ def _compile_cut(gm: fx.GraphModule, example_inputs, label: str):
 
         return make_boxed_func(gm.forward)
     costs = runtime.host_costs()
-    compile_ns = costs.neff_load_ns if loaded else costs.compile_ns(len(compiled.program.instructions))
+    compile_ns = costs.neff_load_ns if hit is not None else costs.compile_ns(len(compiled.program.instructions))
     COUNTERS.compile_ns += compile_ns
+    if hit is None:
+        from ..sim import simulate
+
+        timeline = simulate(compiled.program, spec)  # emulator work: inside _compile's cut
+        neff_cache.get().store(disk_key, compiled.program, timeline, compile_ns)
     from functorch.compile import make_boxed_func
 
-    return make_boxed_func(CompiledNeff(gm, compiled, label, compile_ns))
+    return make_boxed_func(CompiledNeff(gm, compiled, label, compile_ns, timeline))
 
 
 def neuron_backend(gm: fx.GraphModule, example_inputs, mode: str | None = None, options=None, **kwargs):

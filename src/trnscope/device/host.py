@@ -75,7 +75,7 @@ def _out_variant(op) -> tuple:
 
 class _OpInfo:
     __slots__ = ("op", "seeded", "out_names", "schema_outs", "check_devices", "tensor_args", "siblings",
-                 "out_variant", "out_args", "written", "outputs_follow")
+                 "out_variant", "out_args", "written", "outputs_follow", "_runtime")
 
     def __init__(self, op) -> None:
         schema = op._schema
@@ -102,6 +102,22 @@ class _OpInfo:
         # the result is determined by the call's signature: a planned out= call, or results that
         # are the (written) arguments themselves
         self.outputs_follow = self.out_variant is not None or all(r.alias_info is not None for r in schema.returns)
+        self._runtime: tuple | None = None
+
+    @property
+    def runtime_scalars(self) -> tuple:
+        """(position -> specials, name -> specials) of the arguments the op's device kernel takes as
+        runtime scalars (compiler.scalars): their values stay out of its signature. Empty maps for
+        an op without a kernel or without such arguments."""
+        if self._runtime is None:
+            from ..compiler.lowering import runtime_scalars
+            from ..compiler.opcall import functional_name
+
+            decl = runtime_scalars(functional_name(self.op))
+            args = [a for a in self.op._schema.arguments if not a.is_out]
+            self._runtime = ({i: decl[a.name] for i, a in enumerate(args) if a.name in decl},
+                             {a.name: decl[a.name] for a in args if a.name in decl})
+        return self._runtime
 
 
 # by id, checked against the op: an OpOverload hashes in Python, and every op looks here
@@ -332,15 +348,44 @@ def arg_signature(v):
     return (t, v)
 
 
+_RUNTIME = "runtime"  # a runtime scalar's place in a signature: its type counts, its value does not
+_VALUE_DTYPES = (torch.bool, torch.complex64, torch.complex128)  # 0-dim tensors whose value is no operand
+
+
+def runtime_signature(v, specials: tuple):
+    """:func:`arg_signature` of an argument the op's kernel takes as a runtime scalar: a number (or
+    a 0-dim CPU tensor) by its type, and by its value only when the kernel specialises on it."""
+    from ..compiler.scalars import special_of
+
+    t = type(v)
+    if t is int or t is float:
+        special = special_of(v, specials) if specials else None
+        return (t, _RUNTIME if special is None else special)
+    if isinstance(v, torch.Tensor) and v.is_cpu and v.dim() == 0 and v.dtype not in _VALUE_DTYPES:
+        special = special_of(v.item(), specials) if specials else None
+        return ("cpu", v.dtype, v.shape, v.stride(), _RUNTIME if special is None else special)
+    return arg_signature(v)
+
+
 def signature(op, args: tuple, kwargs: dict):
     """A hashable key of everything about a call that decides its results' geometry and its device
     kernel: the op, the dtypes, sizes and strides of its tensors, the values of its other
     arguments and of 0-dim CPU tensors, and the default dtype (which decides e.g. the result
-    dtype of an integer tensor plus a float). Storage offsets are left out: they change neither.
-    None when an argument cannot be part of a key."""
+    dtype of an integer tensor plus a float). The values of the arguments its kernel takes as
+    runtime scalars are left out (only their type counts, which type promotion depends on), and
+    so are storage offsets: they change neither. None when an argument cannot be part of a key."""
+    info = _info(op)
     try:  # the op's _OpInfo stands for it: it is one per op and hashes in C
-        key = (_info(op), torch.get_default_dtype(), tuple(arg_signature(a) for a in args),
-               tuple((k, arg_signature(v)) for k, v in kwargs.items()) if kwargs else ())
+        by_pos, by_name = info.runtime_scalars
+        if by_pos or by_name:
+            sig_args = tuple(arg_signature(a) if i not in by_pos else runtime_signature(a, by_pos[i])
+                             for i, a in enumerate(args))
+            sig_kwargs = tuple((k, arg_signature(v) if k not in by_name else runtime_signature(v, by_name[k]))
+                               for k, v in kwargs.items()) if kwargs else ()
+        else:
+            sig_args = tuple(arg_signature(a) for a in args)
+            sig_kwargs = tuple((k, arg_signature(v)) for k, v in kwargs.items()) if kwargs else ()
+        key = (info, torch.get_default_dtype(), sig_args, sig_kwargs)
         hash(key)
     except (TypeError, RuntimeError):
         return None

@@ -86,16 +86,22 @@ def _device_stats(index: int) -> DeviceMemoryStats:
 # Freed buffers are cached by size and reused, like a device caching allocator: returning tens of
 # MiB to the OS (munmap) and faulting fresh pages in again costs the host milliseconds that are an
 # emulation artefact. What the cache holds counts as reserved memory; empty_cache() returns it.
+# Buffers are reused only at their exact size, so the cache is bounded by what it can be expected to
+# serve: no more than the memory in use (a loop frees and reallocates at most about what it holds)
+# or POOL_FLOOR when that is less, and never more than POOL_BYTES; past that the buffers cached
+# longest ago go first (the sizes of a shape a program has moved on from).
 POOL_BYTES = int(os.environ.get("TRNSCOPE_HOST_CACHE_BYTES", str(4 << 30)))
-# (device, size) -> cached (holder, host storage) pairs: the CPU storage over a buffer is kept
-# with it, so reusing a buffer builds no new storage object
-_pool: dict[tuple[int, int], list[tuple[torch.Tensor, torch.UntypedStorage]]] = {}
+POOL_FLOOR = int(os.environ.get("TRNSCOPE_HOST_CACHE_FLOOR", str(64 << 20)))
+# (device, size) -> cached (sequence, holder, host storage) entries, oldest first: the CPU storage
+# over a buffer is kept with it, so reusing a buffer builds no new storage object
+_pool: dict[tuple[int, int], list[tuple[int, torch.Tensor, torch.UntypedStorage]]] = {}
 _pooled: dict[int, int] = {}
 _pooled_total = 0
+_pool_seq = 0
 
 
 def _on_free(key: int) -> None:
-    global _pooled_total
+    global _pooled_total, _pool_seq
     dropped = None
     with _lock:
         blk = _blocks.pop(key, None)
@@ -113,11 +119,13 @@ def _on_free(key: int) -> None:
             free = _pool.get((blk.device, size))
             if free is None:
                 free = _pool[(blk.device, size)] = []
-            free.append((holder, blk.host))
+            _pool_seq += 1
+            free.append((_pool_seq, holder, blk.host))
             _pooled[blk.device] = _pooled.get(blk.device, 0) + size
             _pooled_total += size
-            if _pooled_total > POOL_BYTES:
-                dropped = _drain()
+            budget = min(POOL_BYTES, max(POOL_FLOOR, sum(s.allocated for s in _stats.values())))
+            if _pooled_total > budget:
+                dropped = _evict(budget)
     if dropped:
         _release(dropped)
 
@@ -131,7 +139,21 @@ def _take_pooled(size: int, device: int):
             return None
         _pooled[device] -= size
         _pooled_total -= size
-        return free.pop()
+        _, holder, host = free.pop()
+        return holder, host
+
+
+def _evict(budget: int) -> list:
+    """Take the buffers cached longest ago out of the cache until it holds ``budget`` bytes (lock held)."""
+    global _pooled_total
+    out = []
+    while _pooled_total > budget:
+        key = min((k for k, v in _pool.items() if v), key=lambda k: _pool[k][0][0])
+        _, holder, host = _pool[key].pop(0)
+        _pooled[key[0]] -= key[1]
+        _pooled_total -= key[1]
+        out.append((holder, host))
+    return out
 
 
 def _drain(device: int | None = None) -> list:
@@ -139,11 +161,10 @@ def _drain(device: int | None = None) -> list:
     global _pooled_total
     out = []
     for key in [k for k in _pool if device is None or k[0] == device]:
-        out.extend(_pool.pop(key))
-        _pooled_total -= _pooled[key[0]]
-        _pooled[key[0]] = 0
-    if device is None:
-        _pooled_total = 0
+        entries = _pool.pop(key)
+        out.extend((holder, host) for _, holder, host in entries)
+        _pooled[key[0]] -= key[1] * len(entries)
+        _pooled_total -= key[1] * len(entries)
     return out
 
 

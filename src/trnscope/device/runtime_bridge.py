@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .. import runtime
+from .._frames import user_frame
 from ..compiler import NoLowering, has_lowering
 from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
 from . import host, memory
@@ -49,21 +50,6 @@ def _tensors(obj) -> list[torch.Tensor]:
     if isinstance(obj, dict):
         return _tensors(list(obj.values()))
     return []
-
-
-_INTERNAL = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _user_frame() -> tuple[str, int, str]:
-    """The innermost caller outside torch and trnscope: where a warning should point."""
-    import sys
-
-    f = sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(_INTERNAL) or f.f_code.co_filename.startswith("<")):
-        f = f.f_back
-    if f is None:
-        return "<unknown>", 0, "trnscope"
-    return f.f_code.co_filename, f.f_lineno, f.f_globals.get("__name__", "")
 
 
 def _device_index(call: OpCall) -> int:
@@ -277,7 +263,7 @@ class RuntimeExecutor:
             if name in self._warned:
                 return
             self._warned.add(name)
-        filename, lineno, module = _user_frame()
+        filename, lineno, module = user_frame()
         warnings.warn_explicit(f"trnscope: {name} runs on the CPU ({why}); it is marked as a CPU fallback in "
                                f"profiles. Set {FALLBACK_ENV}=1 to make this an error.", CpuFallbackWarning,
                                filename, lineno, module=module)

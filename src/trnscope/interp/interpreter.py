@@ -18,6 +18,7 @@ from ..isa import (
     SemaphoreWait, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
     execution_order, validate,
 )
+from ..isa.program import BOUND_KINDS
 from . import numerics as nm
 from .memory import Memory
 
@@ -43,9 +44,10 @@ class Interpreter:
 
     # --- inputs and outputs --------------------------------------------------------------------------
     def load(self, inputs: Mapping[str, object] | Sequence[object] | None) -> None:
-        """Bind input tensors (by name, or positionally in the order of the program's inputs) and consts."""
+        """Bind input tensors and runtime scalars (by name, or positionally in the order the program
+        declares them) and consts."""
         prog = self.program
-        input_ids = prog.tensors_of_kind("input")
+        input_ids = [i for i, t in enumerate(prog.tensors) if t.kind in BOUND_KINDS]
         if inputs is None:
             inputs = {}
         if isinstance(inputs, Mapping):

@@ -69,19 +69,15 @@ class AP:
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     _sid: int = field(default=-1, init=False, repr=False, compare=False)
     _fid: int = field(default=-1, init=False, repr=False, compare=False)
+    # derived patterns already made from this one (view/rows/with_dtype arguments -> pattern): kernels
+    # address the same windows of a buffer over and over (a matmul's K-tiles once per output block),
+    # and a pattern is immutable, so the same arguments can return the same object
+    _derived: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     # Patterns are hashed and compared on hot paths (cost memo keys): both work on one cached tuple.
     def __post_init__(self) -> None:
-        key = (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor, self.pstride)
-        setattr_ = object.__setattr__
-        setattr_(self, "_key", key)
-        setattr_(self, "_hash", hash(key))
-        try:
-            sid = _intern(_SIDS, _dumps(key))
-        except TypeError:
-            sid = next(_ID_COUNTER)
-        setattr_(self, "_sid", sid)
-        setattr_(self, "_fid", _intern(_FIDS, key[:4]))
+        _finish(self, (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor,
+                       self.pstride))
 
     def __hash__(self) -> int:
         return self._hash
@@ -175,13 +171,29 @@ class AP:
         On-chip the offset moves the byte address within each partition; in HBM it moves the element
         offset. ``partitions``/``start`` narrow the partition range (HBM: rows keep ``pstride``).
         """
+        memo = self._derived
+        key = hit = None
+        # remembered only for plain int arguments: 256 and 256.0 are equal keys but different NEFF text
+        if type(offset_elems) is int and (partitions is None or type(partitions) is int) and (
+                start is None or type(start) is int):
+            try:
+                key = (offset_elems, *dims, partitions, start)
+                hit = memo.get(key) if memo is not None else None
+            except TypeError:  # unhashable arguments (lists inside dims): made, not remembered
+                key = None
+        if hit is not None:
+            return hit
+        dims = tuple((int(a), int(b)) for a, b in dims)
         if self.on_chip:
-            return _replace(self, offset=self.offset + offset_elems * self.dtype.itemsize,
-                            dims=tuple((int(a), int(b)) for a, b in dims),
-                            partitions=self.partitions if partitions is None else partitions,
-                            start=self.start if start is None else start)
-        return _replace(self, offset=self.offset + offset_elems, dims=tuple((int(a), int(b)) for a, b in dims),
-                        partitions=self.partitions if partitions is None else partitions)
+            made = _make(self.space, self.dtype, self.partitions if partitions is None else partitions, dims,
+                         self.start if start is None else start, self.offset + offset_elems * self.dtype.itemsize,
+                         self.tensor, self.pstride)
+        else:
+            made = _make(self.space, self.dtype, self.partitions if partitions is None else partitions, dims,
+                         self.start, self.offset + offset_elems, self.tensor, self.pstride)
+        if key is not None:
+            _remember(self, key, made)
+        return made
 
     def rows(self, first: int, count: int) -> "AP":
         """Partitions ``first .. first+count-1`` (HBM: rows of the partition dim)."""
@@ -200,10 +212,63 @@ class AP:
                   start, offset, tensor, pstride)
 
 
+_FIELDS = ("space", "dtype", "partitions", "dims", "start", "offset", "tensor", "pstride")
+_set = object.__setattr__
+_new = object.__new__
+_dumps_key = orjson.dumps
+_DERIVED_LIMIT = 256  # derived patterns remembered per pattern
+
+
+def _finish(ap: AP, key: tuple) -> None:
+    """Set a pattern's cached key, hash and content ids (the constructor's work after the fields)."""
+    _set(ap, "_key", key)
+    _set(ap, "_hash", hash(key))
+    try:
+        text = _dumps_key(key)
+    except TypeError:
+        sid = next(_ID_COUNTER)
+    else:
+        sid = _SIDS.get(text)
+        if sid is None:
+            sid = _intern(_SIDS, text)
+    _set(ap, "_sid", sid)
+    form = key[:4]
+    fid = _FIDS.get(form)
+    _set(ap, "_fid", _intern(_FIDS, form) if fid is None else fid)
+    _set(ap, "_derived", None)
+
+
+def _make(space, dtype, partitions, dims, start, offset, tensor, pstride) -> AP:
+    """``AP(...)`` without the generated ``__init__``'s per-field frozen-dataclass assignments (the
+    fields are already the right types: this is how derived patterns are made)."""
+    ap = _new(AP)
+    _set(ap, "space", space)
+    _set(ap, "dtype", dtype)
+    _set(ap, "partitions", partitions)
+    _set(ap, "dims", dims)
+    _set(ap, "start", start)
+    _set(ap, "offset", offset)
+    _set(ap, "tensor", tensor)
+    _set(ap, "pstride", pstride)
+    _finish(ap, (space, dtype, partitions, dims, start, offset, tensor, pstride))
+    return ap
+
+
+def _remember(ap: AP, key: tuple, made: AP) -> None:
+    memo = ap._derived
+    if memo is None:
+        memo = {}
+        _set(ap, "_derived", memo)
+    elif len(memo) >= _DERIVED_LIMIT:
+        memo.clear()
+    memo[key] = made
+
+
 def _replace(ap: AP, **kw) -> AP:
-    fields = {k: getattr(ap, k) for k in AP.__slots__ if k not in ("_hash", "_key", "_sid", "_fid")}
-    fields.update(kw)
-    return AP(**fields)
+    values = [kw.pop(name) if name in kw else getattr(ap, name) for name in _FIELDS]
+    if kw:
+        raise TypeError(f"AP has no field {next(iter(kw))!r}")
+    return AP(*values)
 
 
 def dense_dims(shape: tuple[int, ...] | list[int]) -> Dims:

@@ -10,11 +10,12 @@ instruction per shape, a form id per shape and one representative per form; ever
 evaluated per form or per pattern and broadcast with NumPy. The waits are the only per-instruction
 data, kept as CSR arrays.
 
-The grouping is kept by the Program as instructions are added (:class:`ShapeIndex`), so
-``program_columns`` only turns it into arrays and evaluates the per-form fields: no Python bytecode
-runs per instruction when a Program is simulated. A list that did not come through ``Program.add``
-is indexed in one pass of C-level iterators (``map`` over ``attrgetter``s, ``dict.setdefault``).
-Access patterns enter the keys as their ids ``AP._sid``/``AP._fid``.
+The grouping (:class:`ShapeIndex`) is made once per Program, when the NEFF hash or the simulator
+first needs it, in one pass of C-level iterators (``map`` over ``attrgetter``s, ``dict.setdefault``:
+about a microsecond per instruction, less than indexing each instruction as it is added would cost
+the builder), and kept while the instruction list stays the same; ``program_columns`` then only
+turns it into arrays and evaluates the per-form fields. Access patterns enter the keys as their ids
+``AP._sid``/``AP._fid``.
 """
 
 from __future__ import annotations
@@ -107,7 +108,6 @@ def _operand_ref(v):
 # Dataclasses pass through to _operand_ref: orjson would otherwise write a pattern's every slot.
 _dump_values = partial(orjson.dumps, default=_operand_ref, option=orjson.OPT_PASSTHROUGH_DATACLASS)
 _KEY_ERRORS = (AttributeError, TypeError, ValueError, OverflowError)
-_PAIRS = frozenset((2,))
 
 
 def _freeze(v):
@@ -142,10 +142,8 @@ class ShapeIndex:
     """A Program's instructions grouped into shapes and forms, with their waits flattened: everything
     :func:`program_columns` needs from the instructions themselves.
 
-    ``Program.add`` extends the index one instruction at a time (a key, a dict look-up and the waits
-    appended to an array: about a microsecond against the tens the builder spends making the
-    instruction), so ``simulate()`` finds the grouping done. :meth:`build` makes it for a whole list
-    at once (a NEFF read back, ``Program(instructions=[...])``, a list edited in place).
+    :meth:`build` makes it for a whole list at once; ``Program.shape_index`` keeps it until the list
+    changes (an instruction added, a list edited in place).
 
     A shape key is ``(class, field values, orjson bytes of the field values)`` with access patterns by
     content id: equal values (what the simulator needs) *and* equal serialisation (what the NEFF hash
@@ -154,7 +152,7 @@ class ShapeIndex:
     """
 
     __slots__ = ("instrs", "keys", "shape", "reps", "first", "shape_form", "form_reps", "form_first",
-                 "wait_cnt", "wait_flat", "exact", "_ids", "_form_ids")
+                 "wait_cnt", "wait_flat", "exact")
 
     def __init__(self) -> None:
         self.instrs: list = []          # the instructions indexed, in order (the same objects)
@@ -168,40 +166,6 @@ class ShapeIndex:
         self.wait_cnt = array("q")      # [n] waits per instruction
         self.wait_flat = array("q")     # (semaphore, value) pairs, flattened
         self.exact = True
-        self._ids: dict = {}
-        self._form_ids: dict = {}
-
-    def add(self, ins) -> bool:
-        """Index one more instruction; False when this one cannot be (the caller drops the index)."""
-        cls = type(ins)
-        try:
-            vals = _SHAPE_VALUES[cls](ins)
-            key = (cls, vals, _dump_values(vals))
-            sid = self._ids.setdefault(key, len(self._ids))
-            waits = ins.waits
-            if waits:
-                if not _PAIRS.issuperset(map(len, waits)):
-                    return False  # program_columns rebuilds and names the instruction
-                self.wait_flat.extend(chain.from_iterable(waits))
-        except _KEY_ERRORS:
-            return False
-        if sid == len(self.reps):
-            self._new_shape(key, ins, len(self.instrs))
-        self.shape.append(sid)
-        self.wait_cnt.append(len(waits))
-        self.instrs.append(ins)
-        return True
-
-    def _new_shape(self, key, ins, index: int) -> None:
-        k = len(self.reps)
-        self.keys.append(key)
-        self.reps.append(ins)
-        self.first.append(index)
-        fid = self._form_ids.setdefault(_form_key(ins), len(self._form_ids))
-        if fid == len(self.form_reps):
-            self.form_reps.append(ins)
-            self.form_first.append(k)
-        self.shape_form.append(fid)
 
     def matches(self, instrs: list, identical: bool = False) -> bool:
         """Whether the index still describes ``instrs``: the same list of instructions, element for element
@@ -236,14 +200,12 @@ class ShapeIndex:
         shape_form, form_first = _group([_form_key(r) for r in reps])
         idx.instrs = list(instrs)
         idx.keys = list(memo)  # in order of first appearance: shape order
-        idx._ids = dict(zip(idx.keys, range(len(reps))))
         idx.shape = _int_array(shape)
         idx.reps = reps
         idx.first = _int_array(first)
         idx.shape_form = _int_array(shape_form)
         idx.form_reps = [reps[k] for k in form_first.tolist()]
         idx.form_first = _int_array(form_first)
-        idx._form_ids = {_form_key(r): f for f, r in enumerate(idx.form_reps)}
         idx.wait_cnt, idx.wait_flat = _flat_waits(instrs, label or (lambda i: f"instruction #{i}"))
         return idx
 

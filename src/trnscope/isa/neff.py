@@ -23,13 +23,14 @@ from dataclasses import fields
 from enum import Enum
 from functools import partial
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 import orjson
 
 from .ap import AP
 from .dtypes import DType
+from .columns import gc_paused
 from .errors import NeffFormatError, ProgramError
 from .instructions import INSTRUCTION_TYPES, Act, Alu, Engine, Instruction
 from .program import Program, QueueDecl, TensorDecl
@@ -302,6 +303,9 @@ def _fixed(s: str, n: int) -> bytes:
 
 
 def to_bytes(program: Program) -> bytes:
+    raw = _unchanged_bytes(program)
+    if raw is not None:
+        return raw
     body = encode_body(program)
     digest = hashlib.sha256(body).digest()
     header = _HEADER.pack(
@@ -325,7 +329,8 @@ def read_header(data: bytes, source: str = "<bytes>") -> dict:
     }
 
 
-def from_bytes(data: bytes, source: str = "<bytes>") -> Program:
+def _members(data: bytes, source: str) -> tuple[dict, dict, dict, dict]:
+    """(header, tar members by name, neff.json, def.json) of a NEFF, its size and hash checked."""
     header = read_header(data, source)
     body = data[header["header_size"]: header["header_size"] + header["data_size"]]
     if len(body) != header["data_size"]:
@@ -338,24 +343,125 @@ def from_bytes(data: bytes, source: str = "<bytes>") -> Program:
             files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
         top = orjson.loads(files["neff.json"])
         definition = orjson.loads(files["sg00/def.json"])
-        records = []
-        for fname in ENGINE_FILES.values():
-            records.extend(orjson.loads(files.get(f"sg00/{fname}", b"[]")))
     except (tarfile.TarError, KeyError, orjson.JSONDecodeError) as exc:
         raise NeffFormatError(f"{source}: unreadable NEFF body ({exc})") from None
-    prog = Program(name=header["name"], target=top.get("target", header["target"]), meta=top.get("meta", {}))
-    prog.tensors = [TensorDecl(v["name"], tuple(v["shape"]), DType(v["dtype"]), v["type"]) for v in definition["var"]]
-    prog.queues = [QueueDecl(q["name"], q["type"]) for q in definition["dma_queue"]]
-    prog.semaphores = list(definition["semaphores"])
-    prog.ops = list(definition["framework_ops"])
-    records.sort(key=lambda r: r["id"])
-    prog.instructions = [decode_instruction(r) for r in records]
+    return header, files, top, definition
+
+
+def _decode_streams(files: dict, source: str) -> list[Instruction]:
+    """The instructions of all engine files, in program order. Instructions equal but for their id
+    and waits (most of a large kernel's) are decoded once and copied with their own waits."""
+    try:
+        with gc_paused():  # many small objects, none in a cycle: a collection would only walk them
+            return _decode_records(files)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, NeffFormatError):
+            raise
+        raise NeffFormatError(f"{source}: unreadable NEFF instructions ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_records(files: dict) -> list[Instruction]:
+    records = []
+    for fname in ENGINE_FILES.values():
+        records.extend(orjson.loads(files.get(f"sg00/{fname}", b"[]")))
+    records.sort(key=_ID)
+    protos: dict[bytes, Instruction] = {}
+    out = []
+    for r in records:
+        del r["id"]
+        waits = r.pop("waits", ())
+        key = orjson.dumps(r)
+        proto = protos.get(key)
+        if proto is None:
+            proto = protos[key] = decode_instruction(r)
+        out.append(_with_waits(proto, tuple(map(tuple, waits)) if waits else ()))
+    return out
+
+
+_ID = itemgetter("id")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _with_waits(proto: Instruction, waits: tuple) -> Instruction:
+    """A copy of frozen ``proto`` with other ``waits`` (without the generated __init__'s checks)."""
+    cls = type(proto)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls) if f.name != "waits")
+    ins = _new(cls)
+    for name in names:
+        _set(ins, name, getattr(proto, name))
+    _set(ins, "waits", waits)
+    return ins
+
+
+def from_bytes(data: bytes, source: str = "<bytes>", *, lazy: bool = False) -> Program:
+    """The Program a NEFF holds (its size and SHA-256 checked first). ``lazy``: decode the
+    instructions when they are first used (a NEFF from a cache is often only executed: the
+    runtime needs its header, tensors and simulated timeline, not its instructions)."""
+    header, files, top, definition = _members(data, source)
+    prog = Program.__new__(NeffProgram) if lazy else Program(name=header["name"])
+    prog.name = header["name"]
+    prog.target = top.get("target", header["target"])
+    prog.meta = top.get("meta", {})
+    try:
+        prog.tensors = [TensorDecl(v["name"], tuple(v["shape"]), DType(v["dtype"]), v["type"])
+                        for v in definition["var"]]
+        prog.queues = [QueueDecl(q["name"], q["type"]) for q in definition["dma_queue"]]
+        prog.semaphores = list(definition["semaphores"])
+        prog.ops = list(definition["framework_ops"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NeffFormatError(f"{source}: unreadable NEFF definitions ({type(exc).__name__}: {exc})") from None
+    prog.constants = {}
     for name, blob in files.items():
         if name.startswith("sg00/const_"):
             idx = int(name[len("sg00/const_"):-len(".npy")])
             prog.constants[idx] = np.load(io.BytesIO(blob), allow_pickle=False)
+    if lazy:
+        prog._pending = (files, source, data)
+        prog._origin, prog._index = -1, None
+        prog._count = int(definition.get("instruction_count", -1))
+    else:
+        prog.instructions = _decode_streams(files, source)
     prog._hash = bytes.fromhex(header["hash"])
     return prog
+
+
+class NeffProgram(Program):
+    """A Program read from a NEFF whose instructions are decoded when first used
+    (``from_bytes(..., lazy=True)``). Until then :func:`to_bytes` returns the NEFF it came from."""
+
+    @property
+    def instructions(self) -> list[Instruction]:  # type: ignore[override]
+        pending = self.__dict__.get("_pending")
+        if pending is not None:
+            files, source, _ = pending
+            self.__dict__["_instructions"] = _decode_streams(files, source)
+            self.__dict__["_pending"] = None
+        return self.__dict__["_instructions"]
+
+    @instructions.setter
+    def instructions(self, value: list[Instruction]) -> None:
+        self.__dict__["_pending"] = None
+        self.__dict__["_instructions"] = value
+
+    @property
+    def decoded(self) -> bool:
+        return self.__dict__.get("_pending") is None
+
+    def __len__(self) -> int:
+        count = self.__dict__.get("_count", -1)
+        return count if not self.decoded and count >= 0 else len(self.instructions)
+
+
+def _unchanged_bytes(program: Program) -> bytes | None:
+    """The NEFF a lazily read Program came from, while nothing has touched its instructions."""
+    pending = program.__dict__.get("_pending") if isinstance(program, NeffProgram) else None
+    if pending is None or program._hash is None:
+        return None
+    return pending[2]
 
 
 def save(program: Program, path) -> None:

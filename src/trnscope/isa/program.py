@@ -15,11 +15,14 @@ from typing import Iterator
 
 import numpy as np
 
-from .columns import ShapeIndex
+from .columns import ShapeIndex, gc_paused
 from .dtypes import DType
 from .instructions import Dma, DmaGather, DmaScatter, Engine, Instruction
 
-TENSOR_KINDS = ("input", "output", "scratch", "const")
+_setattr = object.__setattr__  # instructions are frozen: add() is where one is completed
+# "scalar": a runtime scalar, shape (1,), whose value the runtime writes at submit (compiler.scalars)
+TENSOR_KINDS = ("input", "output", "scratch", "const", "scalar")
+BOUND_KINDS = ("input", "scalar")  # what a caller binds to run the Program
 QUEUE_KINDS = ("input", "output", "data", "instruction", "hardware_dynamic", "software_dynamic")
 
 
@@ -60,9 +63,9 @@ class Program:
     def __post_init__(self) -> None:
         self._origin = -1
         self._hash: bytes | None = None
-        # the shapes of the instructions added so far (isa.columns); None until a list given here
-        # or edited in place is indexed again by shape_index()
-        self._index: ShapeIndex | None = None if self.instructions else ShapeIndex()
+        # the instructions grouped into shapes (isa.columns), made by shape_index() when first needed
+        # (once the Program is built: one C-level pass is cheaper than indexing in every add())
+        self._index: ShapeIndex | None = None
 
     def __getstate__(self) -> dict:
         # shape keys hold pattern ids of this process: a copy or an unpickled Program indexes anew
@@ -117,31 +120,31 @@ class Program:
     def add(self, instr: Instruction, *, waits: tuple = (), signals: tuple = ()) -> Instruction:
         """Append a new instruction, completing it first: ``waits``/``signals`` are appended to its own
         (what a builder's semaphores add) and an ``op`` of -1 becomes the current :meth:`origin`.
+        The shape index is made afterwards, when :meth:`shape_index` is first asked for it.
 
         Instructions are frozen, and this is the one place that finishes one: pass each instruction
         once (a second add would change an instruction the Program already holds)."""
-        setattr_ = object.__setattr__
         if instr.op < 0:
-            setattr_(instr, "op", self._origin)
+            _setattr(instr, "op", self._origin)
         if waits:
-            setattr_(instr, "waits", (*instr.waits, *waits))
+            own = instr.waits
+            _setattr(instr, "waits", (*own, *waits) if own else waits)
         if signals:
-            setattr_(instr, "signals", (*instr.signals, *signals))
-        instrs = self.instructions
-        instrs.append(instr)
+            own = instr.signals
+            _setattr(instr, "signals", (*own, *signals) if own else signals)
+        self.instructions.append(instr)
         self._hash = None
-        index = self._index
-        if index is not None and (len(index.instrs) != len(instrs) - 1 or not index.add(instr)):
-            self._index = None
+        self._index = None
         return instr
 
     def shape_index(self, identical: bool = False) -> ShapeIndex:
-        """The instructions grouped into shapes (``isa.columns.ShapeIndex``): the one kept by :meth:`add`
-        while it still describes ``instructions`` (``identical``: the very same objects, which the NEFF
-        hash needs; otherwise equal ones), else a new one for the list as it is now."""
+        """The instructions grouped into shapes (``isa.columns.ShapeIndex``): the one made last while it
+        still describes ``instructions`` (``identical``: the very same objects, which the NEFF hash
+        needs; otherwise equal ones), else a new one for the list as it is now."""
         index = self._index
         if index is None or not index.matches(self.instructions, identical):
-            index = self._index = ShapeIndex.build(self.instructions, self.label)
+            with gc_paused():
+                index = self._index = ShapeIndex.build(self.instructions, self.label)
         return index
 
     # --- views ---------------------------------------------------------------------------------------

@@ -2,12 +2,10 @@
 
 The host clock is shared; each NeuronCore of the chip (``cores_per_chip`` of the spec) has its own
 runtime: its own queue and device clock (``device_free_ns``), NEFF cache statistics, dispatch
-plans and records."""
+plans and records. The NEFF cache itself (in memory and on disk, :mod:`.neff_cache`) is the
+process's."""
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 from ..hw import get_spec
 from contextlib import contextmanager
@@ -30,9 +28,6 @@ def core(index: int = 0) -> NeuronCoreRuntime:
             raise ValueError(f"NeuronCore {index} does not exist: {spec.instance} has {spec.cores_per_chip} "
                              f"NeuronCores per chip (0 to {spec.cores_per_chip - 1})")
         rt = _cores[index] = NeuronCoreRuntime(index, CLOCK, spec)
-        cache = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or os.environ.get("TRNSCOPE_NEFF_CACHE_DIR")
-        if cache:
-            rt.neff_cache_dir = Path(cache)
     return rt
 
 

@@ -1,10 +1,12 @@
 """The Neuron runtime of one emulated NeuronCore: NEFF cache, execution queue and the event record.
 
 Every device dispatch goes through :meth:`NeuronCoreRuntime.execute`: the op is lowered to a
-Program (a NEFF, cached by op/shape/dtype key), its device time comes from the simulator (cached
-per NEFF), and its numerics are computed by a callback on the host. All of that is emulator work,
-cut from the clock; the host instead spends what the host-cost model (:mod:`.hostcost`) says the
-backend costs: the op's NEFF lookup, a neuronx-cc compile on a cache miss, the submit. Execution is
+Program (a NEFF, cached by op/shape/dtype key in memory and on disk, :mod:`.neff_cache`), its
+device time comes from the simulator (cached per NEFF, and on disk beside the NEFF), and its
+numerics are computed by a callback on the host. All of that is emulator work, cut from the clock;
+the host instead spends what the host-cost model (:mod:`.hostcost`) says the backend costs: the
+op's NEFF lookup, a neuronx-cc compile on a cache miss (a load from the persistent cache), the
+submit. Execution is
 asynchronous: the host returns after submitting; the device starts the NEFF at
 max(submit + launch latency, device free, the stream's waits) and runs for its simulated time.
 """
@@ -15,16 +17,17 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..compiler import NoLowering, OpCall
-from ..compiler.lowering import lower_timed
 from ..hw import HardwareSpec, get_spec
-from ..isa import Program, neff
-from ..sim import DeviceTimeline, simulate
+from ..isa import Program
+from . import neff_cache
 from .clock import REAL, EmulatedClock
 from .hostcost import host_costs
+
+if TYPE_CHECKING:  # the simulator (numba) is imported by the first kernel that needs a timeline
+    from ..sim import DeviceTimeline
 
 _seq = itertools.count(1)
 
@@ -61,12 +64,9 @@ class NeuronCoreRuntime:
         # called with each recorded Execution, on the thread that made it, outside the lock (the
         # profiler uses it to mark the framework op that dispatched the execution)
         self.on_record: Callable[[Execution], None] | None = None
-        self.neffs_compiled = 0
-        self.cache_hits = 0
-        self.dispatches = 0
+        self.clear_stats()
         self._lock = threading.Lock()
         self._known: set[int] = set()
-        self.neff_cache_dir: Path | None = None
         self._launch_ns = int(self.spec.neff_launch_latency_ns)
         # streams of this NeuronCore (0: the default stream). The core runs one NEFF at a time, in
         # submission order, whatever the stream: a stream is an ordering constraint on top of that
@@ -94,9 +94,20 @@ class NeuronCoreRuntime:
         """:meth:`execute`, returning (result, Program, DeviceTimeline) so that a caller can run
         the same kernel again with :meth:`execute_program` without lowering or simulating it."""
         with self.clock.emulation():
-            program, built_ns = lower_timed(call, self.spec)
-        compile_ns = host_costs().compile_ns(len(program.instructions)) if built_ns else 0
-        return self._run(program, call.name, compute, compile_ns, None)
+            lowered = neff_cache.lower(call, self.spec)
+            if lowered.source == "compiled":
+                self.neffs_compiled += 1
+            elif lowered.source == "disk":
+                self.neffs_loaded += 1
+        costs = host_costs()
+        if lowered.source == "compiled":
+            compile_ns = costs.compile_ns(len(lowered.program.instructions))
+        elif lowered.source == "disk":
+            compile_ns = costs.neff_load_ns
+        else:
+            compile_ns = 0
+        return self._run(lowered.program, call.name, compute, compile_ns, lowered.timeline,
+                         lowered if lowered.key is not None else None)
 
     def execute_program(self, program: Program, label: str, compute: Callable[[], object] | None = None,
                         compiled_ns: int = 0, timeline: DeviceTimeline | None = None):
@@ -107,15 +118,19 @@ class NeuronCoreRuntime:
         it (a cached dispatch plan); otherwise it is simulated here (cached per NEFF)."""
         return self._run(program, label, compute, compiled_ns, timeline)[0]
 
-    def _run(self, program, label, compute, compiled_ns, timeline):
+    def _run(self, program, label, compute, compiled_ns, timeline, to_keep=None):
         clock = self.clock
         costs = host_costs()
         with clock.emulation():
             nid = program.neff_id
-            tl = timeline if timeline is not None else simulate(program, self.spec)
+            if timeline is None:
+                from ..sim import simulate
+
+                timeline = simulate(program, self.spec)
+            tl = timeline
+            if to_keep is not None:  # a NEFF compiled for this call: on disk for the next process
+                neff_cache.keep(to_keep, tl)
             result = compute() if compute is not None else None
-            if self.neff_cache_dir is not None:
-                self._persist(program)
             # the backend's host work: the op's key and NEFF lookup, then nrt_execute (which
             # compiles first on a cache miss) and its submit
             clock.advance(costs.backend_op_ns)
@@ -127,7 +142,7 @@ class NeuronCoreRuntime:
                 first = nid not in self._known
                 if first:
                     self._known.add(nid)
-                    self.neffs_compiled += 1
+                    self.neffs_executed += 1
                 else:
                     self.cache_hits += 1
                 self.dispatches += 1
@@ -137,7 +152,7 @@ class NeuronCoreRuntime:
                 if self.recording:
                     rec = Execution(
                         next(_seq), "kernel", label, self.index, threading.get_ident(), host_start, submit,
-                        start, end, nid, program.name, compiled_ns if first else 0,
+                        start, end, nid, program.name, compiled_ns,
                         queue_wait_ns=start - ready, timeline=tl, program=program)
                     self.records.append(rec)
             if rec is not None and self.on_record is not None:
@@ -236,19 +251,16 @@ class NeuronCoreRuntime:
     def in_flight(self) -> bool:
         return self.device_free_ns > self.clock.now()
 
-    # --- NEFF files ---------------------------------------------------------------------------------
-    def _persist(self, program: Program) -> None:
-        if self.neff_cache_dir is None:
-            return
-        path = self.neff_cache_dir / f"neff_{program.neff_id}.neff"
-        if not path.exists():
-            self.neff_cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            neff.save(program, tmp)
-            tmp.replace(path)
-
+    # --- statistics ---------------------------------------------------------------------------------
     def stats(self) -> dict:
-        return {"neffs_compiled": self.neffs_compiled, "cache_hits": self.cache_hits, "dispatches": self.dispatches}
+        """``neffs_compiled``: NEFFs this core's calls compiled (lowered); ``neffs_loaded``: read from the
+        persistent cache instead; ``neffs_executed``: distinct NEFFs run here; ``cache_hits``:
+        executions of a NEFF run here before; ``dispatches``: kernel executions."""
+        return {"neffs_compiled": self.neffs_compiled, "neffs_loaded": self.neffs_loaded,
+                "neffs_executed": self.neffs_executed, "cache_hits": self.cache_hits, "dispatches": self.dispatches}
+
+    def clear_stats(self) -> None:
+        self.neffs_compiled = self.neffs_loaded = self.neffs_executed = self.cache_hits = self.dispatches = 0
 
 
 __all__ = ["Execution", "NeuronCoreRuntime", "NoLowering"]

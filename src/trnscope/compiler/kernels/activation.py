@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 
-from ...isa import AP, Act, Activation, Alu, Memset, Select, TensorScalar, TensorTensor
+from ...isa import AP, Act, Activation, Alu, Select, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
+from ..scalars import ScalarArg
 from .common import attr
 from .elementwise import emit_map, temp
 
@@ -32,21 +33,17 @@ def _tt(kb: KernelBuilder, alu: Alu, a: AP, b: AP, out: AP) -> None:
 
 
 class _Const:
-    """[rows, 1] constant tiles made once per kernel (Memset) and read with a zero free stride."""
+    """A number as a [rows, 1] tile read with a zero free stride (``ScalarArg.broadcast`` of a known
+    value), called with the tile it is read next to."""
 
     def __init__(self, kb: KernelBuilder, value: float, dtype) -> None:
-        self.kb, self.value, self.dtype = kb, value, dtype
-        self.tile: AP | None = None
+        self._arg, self.dtype = ScalarArg(kb, value), dtype
 
     def __call__(self, like: AP) -> AP:
-        if self.tile is None:
-            self.tile = self.kb.tile(128, (1,), self.dtype)
-            self.kb.emit(Memset(out=self.tile, value=float(self.value)))
-        return self.tile.rows(0, like.partitions).view(0, [(0, like.free_size)])
+        return self._arg.broadcast(like, self.dtype)
 
     def release(self) -> None:
-        if self.tile is not None:
-            self.kb.release(self.tile)
+        self._arg.release()
 
 
 # --- activation backward ------------------------------------------------------------------------------
@@ -101,16 +98,17 @@ def _silu_backward(ctx: LoweringContext) -> None:
     emit_map(ctx, [0, 1], compute)
 
 
-@lowering("aten::threshold_backward")
+@lowering("aten::threshold_backward", scalars=("threshold",))
 def _threshold_backward(ctx: LoweringContext) -> None:
-    threshold = float(attr(ctx, "threshold", 0.0))
-    zero = _Const(ctx.kb, 0.0, ctx.call.outputs[0].dtype)
+    threshold = ctx.scalar("threshold", 0.0)
+    zero = ScalarArg(ctx.kb, 0.0)
+    out_dt = ctx.call.outputs[0].dtype
 
     def compute(kb, t, out):
         g, x = t
         keep = temp(kb, out)
-        kb.emit(TensorScalar(inp=x, out=keep, alu0=Alu.IS_GT, scalar0=threshold))
-        kb.emit(Select(pred=keep, on_true=g, on_false=zero(out), out=out))
+        kb.emit(TensorScalar(inp=x, out=keep, alu0=Alu.IS_GT, scalar0=threshold.operand(x)))
+        kb.emit(Select(pred=keep, on_true=g, on_false=zero.broadcast(out, out_dt), out=out))
 
     emit_map(ctx, [0, 1], compute)
     zero.release()
@@ -142,15 +140,15 @@ def _tanh_backward(ctx: LoweringContext) -> None:
 
 # --- clamp -----------------------------------------------------------------------------------------------
 
-def _clamp_scalar(ctx: LoweringContext, lo, hi) -> None:
-    ops = [(Alu.MAX, lo), (Alu.MIN, hi)]
-    ops = [(alu, v) for alu, v in ops if v is not None]
+def _clamp_scalar(ctx: LoweringContext, lo: ScalarArg | None, hi: ScalarArg | None) -> None:
+    ops = [(alu, v) for alu, v in ((Alu.MAX, lo), (Alu.MIN, hi)) if v is not None]
     if not ops:
         raise ValueError("clamp needs min or max")
 
     def compute(kb, t, out):
         (alu0, s0), (alu1, s1) = ops[0], ops[1] if len(ops) > 1 else (None, None)
-        kb.emit(TensorScalar(inp=t[0], out=out, alu0=alu0, scalar0=s0, alu1=alu1, scalar1=s1))
+        kb.emit(TensorScalar(inp=t[0], out=out, alu0=alu0, scalar0=s0.operand(t[0]), alu1=alu1,
+                             scalar1=s1.operand(t[0]) if s1 is not None else None))
 
     emit_map(ctx, [0], compute)
 
@@ -173,7 +171,8 @@ def _slot(ctx: LoweringContext, i: int) -> int | None:
     return i if len(ctx.call.inputs) > i and ctx.call.inputs[i] is not None else None
 
 
-@lowering("aten::clamp", "aten::clamp_", "aten::clamp.Tensor", "aten::clamp_.Tensor")
+# a bound's value is a runtime operand; whether a bound is given at all is part of the kernel
+@lowering("aten::clamp", "aten::clamp_", "aten::clamp.Tensor", "aten::clamp_.Tensor", scalars=("min", "max"))
 def _clamp(ctx: LoweringContext) -> None:
     lo_t, hi_t = _slot(ctx, 1), _slot(ctx, 2)
     if lo_t is not None or hi_t is not None:
@@ -181,89 +180,88 @@ def _clamp(ctx: LoweringContext) -> None:
             raise NotImplementedError("clamp with one Tensor bound and one Scalar bound")
         _clamp_tensor(ctx, lo_t, hi_t)
     else:
-        _clamp_scalar(ctx, ctx.call.attr("min"), ctx.call.attr("max"))
+        _clamp_scalar(ctx, ctx.scalar("min"), ctx.scalar("max"))
 
 
-@lowering("aten::clamp_min", "aten::clamp_min_", "aten::clamp_min.Tensor", "aten::clamp_min_.Tensor")
+@lowering("aten::clamp_min", "aten::clamp_min_", "aten::clamp_min.Tensor", "aten::clamp_min_.Tensor",
+          scalars=("min",))
 def _clamp_min(ctx: LoweringContext) -> None:
     if _slot(ctx, 1) is not None:
         _clamp_tensor(ctx, 1, None)
     else:
-        _clamp_scalar(ctx, ctx.call.attr("min"), None)
+        _clamp_scalar(ctx, ctx.scalar("min"), None)
 
 
-@lowering("aten::clamp_max", "aten::clamp_max_", "aten::clamp_max.Tensor", "aten::clamp_max_.Tensor")
+@lowering("aten::clamp_max", "aten::clamp_max_", "aten::clamp_max.Tensor", "aten::clamp_max_.Tensor",
+          scalars=("max",))
 def _clamp_max(ctx: LoweringContext) -> None:
     if _slot(ctx, 1) is not None:
         _clamp_tensor(ctx, None, 1)
     else:
-        _clamp_scalar(ctx, None, ctx.call.attr("max"))
+        _clamp_scalar(ctx, None, ctx.scalar("max"))
 
 
-@lowering("aten::hardtanh", "aten::hardtanh_")
+@lowering("aten::hardtanh", "aten::hardtanh_", scalars=("min_val", "max_val"))
 def _hardtanh(ctx: LoweringContext) -> None:
-    _clamp_scalar(ctx, float(attr(ctx, "min_val", -1.0)), float(attr(ctx, "max_val", 1.0)))
+    _clamp_scalar(ctx, ctx.scalar("min_val", -1.0), ctx.scalar("max_val", 1.0))
 
 
 # --- masked_fill / where with scalars -------------------------------------------------------------------
 
 @lowering("aten::masked_fill.Scalar", "aten::masked_fill_.Scalar", "aten::masked_fill.Tensor",
-          "aten::masked_fill_.Tensor")
+          "aten::masked_fill_.Tensor", scalars=("value",))
 def _masked_fill(ctx: LoweringContext) -> None:
     out_dt = ctx.call.outputs[0].dtype
     if _slot(ctx, 2) is not None:
         emit_map(ctx, [0, 1, 2], lambda kb, t, out: kb.emit(Select(pred=t[1], on_true=t[2], on_false=t[0], out=out)))
         return
-    value = _Const(ctx.kb, attr(ctx, "value", 0.0), out_dt)
-    emit_map(ctx, [0, 1], lambda kb, t, out: kb.emit(Select(pred=t[1], on_true=value(out), on_false=t[0], out=out)))
-    value.release()
+    value = ctx.scalar("value", 0.0)
+    emit_map(ctx, [0, 1], lambda kb, t, out: kb.emit(
+        Select(pred=t[1], on_true=value.broadcast(out, out_dt), on_false=t[0], out=out)))
 
 
-@lowering("aten::where.ScalarOther", "aten::where.ScalarSelf", "aten::where.Scalar")
+@lowering("aten::where.ScalarOther", "aten::where.ScalarSelf", "aten::where.Scalar", scalars=("self", "other"))
 def _where_scalar(ctx: LoweringContext) -> None:
     # inputs hold the tensor arguments only: (condition, self) for ScalarOther, (condition, other)
     # for ScalarSelf, (condition,) for Scalar; the scalars are attributes
     out_dt = ctx.call.outputs[0].dtype
     overload = ctx.call.name.split(".")[-1]
     tensor_side = {"ScalarOther": 0, "ScalarSelf": 1}.get(overload)
-    consts = {side: _Const(ctx.kb, attr(ctx, name, 0.0), out_dt)
-              for side, name in ((0, "self"), (1, "other")) if side != tensor_side}
+    consts = {side: ctx.scalar(name, 0.0) for side, name in ((0, "self"), (1, "other")) if side != tensor_side}
     operands = [0] + ([1] if tensor_side is not None else [])
 
     def compute(kb, t, out):
-        pick = [t[1] if side == tensor_side else consts[side](out) for side in (0, 1)]
+        pick = [t[1] if side == tensor_side else consts[side].broadcast(out, out_dt) for side in (0, 1)]
         kb.emit(Select(pred=t[0], on_true=pick[0], on_false=pick[1], out=out))
 
     emit_map(ctx, operands, compute)
-    for c in consts.values():
-        c.release()
 
 
 # --- optimizer element-wise ops ------------------------------------------------------------------------
 
-def _scaled_combine(alu: Alu, value: float):
+def _scaled_combine(alu: Alu, value: ScalarArg):
     """self + value * (t1 <alu> t2): addcmul (multiply) and addcdiv (divide)."""
     def compute(kb, t, out):
         s, a, b = t
         tmp = temp(kb, out)
         _tt(kb, alu, a, b, tmp)
-        if value != 1.0:
-            _act(kb, Act.COPY, tmp, tmp, scale=value)
+        if value.known != 1.0:
+            _act(kb, Act.COPY, tmp, tmp, scale=value.operand(tmp))
         _tt(kb, Alu.ADD, s, tmp, out)
     return compute
 
 
-@lowering("aten::addcmul", "aten::addcmul_")
+@lowering("aten::addcmul", "aten::addcmul_", scalars={"value": (1,)})
 def _addcmul(ctx: LoweringContext) -> None:
-    emit_map(ctx, [0, 1, 2], _scaled_combine(Alu.MULTIPLY, float(attr(ctx, "value", 1.0))))
+    emit_map(ctx, [0, 1, 2], _scaled_combine(Alu.MULTIPLY, ctx.scalar("value", 1.0)))
 
 
-@lowering("aten::addcdiv", "aten::addcdiv_")
+@lowering("aten::addcdiv", "aten::addcdiv_", scalars={"value": (1,)})
 def _addcdiv(ctx: LoweringContext) -> None:
-    emit_map(ctx, [0, 1, 2], _scaled_combine(Alu.DIVIDE, float(attr(ctx, "value", 1.0))))
+    emit_map(ctx, [0, 1, 2], _scaled_combine(Alu.DIVIDE, ctx.scalar("value", 1.0)))
 
 
-@lowering("aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Tensor", "aten::lerp_.Tensor")
+@lowering("aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Tensor", "aten::lerp_.Tensor", scalars=("weight",))
 def _lerp(ctx: LoweringContext) -> None:
     # ATen: |w| < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w)
     if _slot(ctx, 2) is not None:
@@ -281,17 +279,34 @@ def _lerp(ctx: LoweringContext) -> None:
             kb.emit(Select(pred=diff, on_true=a, on_false=b, out=out))
         emit_map(ctx, [0, 1, 2], tensor_weight)
         return
-    w = float(attr(ctx, "weight", 0.5))
+    w = ctx.scalar("weight", 0.5)
+    if w.runtime:
+        # both of ATen's forms, chosen per call by |w| < 0.5 computed on the weight's tile
+        rest = w.affine(-1.0, 1.0)
+        small = w.apply(Alu.ABS_MAX, 0.0, Alu.IS_LT, 0.5, known=lambda v: float(abs(v) < 0.5))
+
+        def runtime_weight(kb, t, out):
+            s, e = t
+            diff, a, b = temp(kb, out), temp(kb, out), temp(kb, out)
+            _tt(kb, Alu.SUBTRACT, e, s, diff)
+            kb.emit(TensorScalar(inp=diff, out=a, alu0=Alu.MULTIPLY, scalar0=w.operand(diff)))
+            _tt(kb, Alu.ADD, s, a, a)
+            kb.emit(TensorScalar(inp=diff, out=b, alu0=Alu.MULTIPLY, scalar0=rest.operand(diff)))
+            _tt(kb, Alu.SUBTRACT, e, b, b)
+            kb.emit(Select(pred=small.broadcast(diff), on_true=a, on_false=b, out=out))
+        emit_map(ctx, [0, 1], runtime_weight)
+        return
+    weight = float(w.known)
 
     def scalar_weight(kb, t, out):
         s, e = t
         diff = temp(kb, out)
         _tt(kb, Alu.SUBTRACT, e, s, diff)
-        if abs(w) < 0.5:
-            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=w))
+        if abs(weight) < 0.5:
+            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=weight))
             _tt(kb, Alu.ADD, s, diff, out)
         else:
-            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=1.0 - w))
+            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=1.0 - weight))
             _tt(kb, Alu.SUBTRACT, e, diff, out)
 
     emit_map(ctx, [0, 1], scalar_weight)

@@ -103,6 +103,12 @@ def scalar_arg(ctx: LoweringContext, index: int, name: str, default=None):
     return v
 
 
+def scalar_operand(ctx: LoweringContext, index: int, name: str, default=None):
+    """:func:`scalar_arg` as an operand (``scalars.ScalarArg``: a number or a runtime scalar)."""
+    positional = f"arg{index}"
+    return ctx.scalar(positional if ctx.call.attr(positional) is not None else name, default)
+
+
 def temp(kb: KernelBuilder, like: AP, dtype=DType.float32) -> AP:
     """A temporary shaped like ``like``: inside emit_map's compute it is released one tile later
     (see common.scratch), so callers need not (and should not) release it."""
@@ -143,16 +149,20 @@ def _gelu(ctx: LoweringContext) -> None:
     emit_map(ctx, [0], lambda kb, t, out: kb.emit(Activation(func=func, inp=t[0], out=out)))
 
 
-@lowering("aten::pow.Tensor_Scalar", "aten::pow_.Scalar")
+# exponents with an instruction of their own; any other exponent is a runtime operand of one POW
+POW_SPECIAL = {2.0: Act.SQUARE, 0.5: Act.SQRT, -0.5: Act.RSQRT, -1.0: Act.RECIPROCAL, 1.0: Act.COPY}
+
+
+@lowering("aten::pow.Tensor_Scalar", "aten::pow_.Scalar", scalars={"exponent": tuple(POW_SPECIAL)})
 def _pow_scalar(ctx: LoweringContext) -> None:
-    exponent = float(scalar_arg(ctx, 1, "exponent"))
-    special = {2.0: Act.SQUARE, 0.5: Act.SQRT, -0.5: Act.RSQRT, -1.0: Act.RECIPROCAL, 1.0: Act.COPY}
-    if exponent in special:
-        func = special[exponent]
+    exponent = scalar_operand(ctx, 1, "exponent")
+    known = exponent.known
+    if known is not None and float(known) in POW_SPECIAL:
+        func = POW_SPECIAL[float(known)]
         emit_map(ctx, [0], lambda kb, t, out: kb.emit(Activation(func=func, inp=t[0], out=out)))
     else:
         emit_map(ctx, [0], lambda kb, t, out: kb.emit(
-            TensorScalar(inp=t[0], out=out, alu0=Alu.POW, scalar0=exponent)))
+            TensorScalar(inp=t[0], out=out, alu0=Alu.POW, scalar0=exponent.operand(t[0]))))
 
 
 # --- binary -----------------------------------------------------------------------------------------
@@ -171,35 +181,41 @@ BINARY_ALU = {
 
 def _binary(alu: Alu):
     def lower_binary(ctx: LoweringContext) -> None:
-        alpha = ctx.call.attr("alpha", 1)
+        alpha = ctx.scalar("alpha", 1)
+        scaled = alu in (Alu.ADD, Alu.SUBTRACT) and alpha.known != 1
         other_scalar = ctx.call.inputs[1] is None if len(ctx.call.inputs) > 1 else True
         if other_scalar:
-            value = float(scalar_arg(ctx, 1, "other")) * (alpha if alu in (Alu.ADD, Alu.SUBTRACT) else 1)
-            emit_map(ctx, [0], lambda kb, t, out: kb.emit(TensorScalar(inp=t[0], out=out, alu0=alu, scalar0=value)))
+            value = scalar_operand(ctx, 1, "other")
+            if alu in (Alu.ADD, Alu.SUBTRACT):
+                value = value.times(alpha)
+            emit_map(ctx, [0], lambda kb, t, out: kb.emit(
+                TensorScalar(inp=t[0], out=out, alu0=alu, scalar0=value.operand(t[0]))))
             return
         if ctx.call.inputs[0] is None:  # scalar <op> tensor: the scalar is the first operand
-            value = float(scalar_arg(ctx, 0, "self"))
-            if alpha != 1 and alu in (Alu.ADD, Alu.SUBTRACT):
+            value = scalar_operand(ctx, 0, "self")
+            if scaled:
                 def scaled_first(kb: KernelBuilder, t, out: AP) -> None:
-                    kb.emit(TensorScalar(inp=t[0], out=out, alu0=Alu.MULTIPLY, scalar0=float(alpha),
-                                         alu1=alu, scalar1=value, reverse1=True))
+                    kb.emit(TensorScalar(inp=t[0], out=out, alu0=Alu.MULTIPLY, scalar0=alpha.operand(t[0]),
+                                         alu1=alu, scalar1=value.operand(t[0]), reverse1=True))
                 emit_map(ctx, [1], scaled_first)
                 return
             emit_map(ctx, [1], lambda kb, t, out: kb.emit(
-                TensorScalar(inp=t[0], out=out, alu0=alu, scalar0=value, reverse0=True)))
+                TensorScalar(inp=t[0], out=out, alu0=alu, scalar0=value.operand(t[0]), reverse0=True)))
             return
 
         def compute(kb: KernelBuilder, t, out: AP) -> None:
             a, b = t
-            if alpha != 1 and alu in (Alu.ADD, Alu.SUBTRACT):
-                scaled = temp(kb, out)
-                kb.emit(TensorScalar(inp=b, out=scaled, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
-                b = scaled
-                kb.emit(TensorTensor(alu=alu, in0=a, in1=b, out=out))
-                return
+            if scaled:
+                product = temp(kb, out)
+                kb.emit(TensorScalar(inp=b, out=product, alu0=Alu.MULTIPLY, scalar0=alpha.operand(b)))
+                b = product
             kb.emit(TensorTensor(alu=alu, in0=a, in1=b, out=out))
         emit_map(ctx, [0, 1], compute)
     return lower_binary
+
+
+# a Python number (or a 0-dim CPU tensor) next to a tensor is a runtime operand; alpha == 1 skips a multiply
+BINARY_SCALARS = {"self": (), "other": (), "alpha": (1,)}
 
 
 # The ATen overloads each binary op arrives as: tensor-tensor and tensor-scalar forms and their
@@ -214,7 +230,7 @@ for _name, _alu in BINARY_ALU.items():
         _names = (f"aten::{_name}",) + ((f"aten::{_name}_",) if _DEFAULT_ONLY[_name] else ())
     else:
         _names = tuple(f"aten::{_name}{_ip}.{_ov}" for _ip in ("", "_") for _ov in ("Tensor", "Scalar"))
-    lowering(*_names)(_binary(_alu))
+    lowering(*_names, scalars=BINARY_SCALARS)(_binary(_alu))
 
 
 @lowering("aten::fmod.Tensor", "aten::fmod.Scalar", "aten::fmod_.Tensor", "aten::fmod_.Scalar")

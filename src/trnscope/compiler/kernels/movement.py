@@ -21,6 +21,7 @@ from ...isa import AP, Act, Activation, AffineSelect, Alu, DType, DmaGather, Dma
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
+from ..scalars import ScalarArg
 from ..tiling import P, coalesce, plan_tiles
 from .common import F32, attr, load, queues, row_plan, store
 
@@ -168,8 +169,10 @@ def _fill(ctx: LoweringContext, value=None, value_input: int | None = None) -> N
     width = max(t.cols for t in tiles)
     rows = max(t.rows for t in tiles)
     const = kb.tile(rows, (width,), out.dtype)
-    if value_input is None:
-        kb.emit(Memset(out=const, value=float(value) if not isinstance(value, bool) else float(value)))
+    if value_input is None and not value.runtime:
+        kb.emit(Memset(out=const, value=float(value.known)))
+    elif value_input is None:  # a runtime value: its tile, in the output's dtype, copied out along the rows
+        kb.emit(Activation(func=Act.COPY, inp=value.broadcast(const), out=const))
     else:
         vm = ctx.call.inputs[value_input]
         col = kb.tile(rows, (1,), vm.dtype)
@@ -185,22 +188,22 @@ def _fill(ctx: LoweringContext, value=None, value_input: int | None = None) -> N
     kb.release(const)
 
 
-@lowering("aten::fill_.Scalar", "aten::fill.Scalar")
+@lowering("aten::fill_.Scalar", "aten::fill.Scalar", scalars=("value",))
 def _fill_scalar(ctx: LoweringContext) -> None:
-    _fill(ctx, value=attr(ctx, "value", 0))
+    _fill(ctx, value=ctx.scalar("value", 0))
 
 
-@lowering("aten::fill_.Tensor", "aten::fill.Tensor")
+@lowering("aten::fill_.Tensor", "aten::fill.Tensor", scalars=("value",))
 def _fill_tensor(ctx: LoweringContext) -> None:
-    if ctx.call.inputs[1] is None:
-        _fill(ctx, value=attr(ctx, "value", 0))
+    if ctx.call.inputs[1] is None:  # a 0-dim CPU tensor: a value
+        _fill(ctx, value=ctx.scalar("value", 0))
     else:
         _fill(ctx, value_input=1)
 
 
 @lowering("aten::zero_", "aten::zero")
 def _zero(ctx: LoweringContext) -> None:
-    _fill(ctx, value=0)
+    _fill(ctx, value=ScalarArg(ctx.kb, 0))
 
 
 # --- arange --------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, Tensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, OpCall, lowering
 from ..meta import TensorMeta
-from .activation import _Const
+from ..scalars import ScalarArg
 from .common import F32, attr
 from .elementwise import emit_map, temp
 
@@ -57,7 +57,7 @@ def _operands(ctx: LoweringContext, names: tuple[str, ...]):
         if value is not None and not isinstance(value, str):
             if k < len(ins) and ins[k] is None:
                 k += 1
-            sources.append(("scalar", float(value)))
+            sources.append(("scalar", ctx.scalar(name)))
         else:
             while k < len(ins) and ins[k] is None:
                 k += 1
@@ -67,19 +67,21 @@ def _operands(ctx: LoweringContext, names: tuple[str, ...]):
     return slots, sources
 
 
+# the Scalar arguments of the ops streamed through _nary, as runtime operands (their lowerings declare them)
+NARY_SCALARS = ("self", "other")
+
+
 def _nary(ctx: LoweringContext, names: tuple[str, ...], compute) -> None:
     """Stream the named arguments (tensors or scalars held in constant tiles) through
     ``compute(kb, operands, out)``."""
     slots, sources = _operands(ctx, names)
-    consts = {i: _Const(ctx.kb, v, F32) for i, (kind, v) in enumerate(sources) if kind == "scalar"}
+    consts = {i: v for i, (kind, v) in enumerate(sources) if kind == "scalar"}
 
     def fn(kb, t, out):
-        ops = [t[v] if kind == "tensor" else consts[i](out) for i, (kind, v) in enumerate(sources)]
+        ops = [t[v] if kind == "tensor" else consts[i].broadcast(out, F32) for i, (kind, v) in enumerate(sources)]
         compute(kb, ops, out)
 
     emit_map(ctx, slots, fn)
-    for c in consts.values():
-        c.release()
 
 
 def _in_dtype(value: float, dtype: DType) -> float:
@@ -219,12 +221,12 @@ def _glu(ctx: LoweringContext) -> None:
 @lowering("aten::threshold", "aten::threshold_")
 def _threshold(ctx: LoweringContext) -> None:
     th = float(attr(ctx, "threshold", 0.0))
-    value = _Const(ctx.kb, float(attr(ctx, "value", 0.0)), F32)
+    value = ScalarArg(ctx.kb, float(attr(ctx, "value", 0.0)))
 
     def compute(kb, x, out):
         keep = temp(kb, out)
         _ts(kb, x, keep, Alu.IS_GT, th)
-        _sel(kb, keep, x, value(out), out)
+        _sel(kb, keep, x, value.broadcast(out, F32), out)
 
     _unary(ctx, compute)
     value.release()
@@ -246,13 +248,13 @@ def _softshrink(ctx: LoweringContext) -> None:
 @lowering("aten::hardshrink")
 def _hardshrink(ctx: LoweringContext) -> None:
     lam = _in_dtype(float(attr(ctx, "lambd", 0.5)), ctx.call.inputs[0].dtype)
-    zero = _Const(ctx.kb, 0.0, F32)
+    zero = ScalarArg(ctx.kb, 0.0)
 
     def compute(kb, x, out):
         inside = temp(kb, out)
         _act(kb, Act.ABS, x, inside)
         _ts(kb, inside, inside, Alu.IS_LE, lam)     # NaN compares false: kept, as in ATen
-        _sel(kb, inside, zero(out), x, out)
+        _sel(kb, inside, zero.broadcast(out, F32), x, out)
 
     _unary(ctx, compute)
     zero.release()
@@ -279,7 +281,7 @@ def _logit(ctx: LoweringContext) -> None:
 
 @lowering("aten::sinc", "aten::sinc_")
 def _sinc(ctx: LoweringContext) -> None:
-    one = _Const(ctx.kb, 1.0, F32)
+    one = ScalarArg(ctx.kb, 1.0)
 
     def compute(kb, x, out):
         s, p, z = temp(kb, out), temp(kb, out), temp(kb, out)
@@ -287,7 +289,7 @@ def _sinc(ctx: LoweringContext) -> None:
         _act(kb, Act.SIN, p, s)
         _tt(kb, Alu.DIVIDE, s, p, s)
         _ts(kb, x, z, Alu.IS_EQUAL, 0.0)
-        _sel(kb, z, one(out), s, out)
+        _sel(kb, z, one.broadcast(out, F32), s, out)
 
     _unary(ctx, compute)
     one.release()
@@ -347,32 +349,32 @@ def _signbit(ctx: LoweringContext) -> None:
 @lowering("aten::nan_to_num", "aten::nan_to_num_")
 def _nan_to_num(ctx: LoweringContext) -> None:
     import ml_dtypes
-    import numpy as np
 
     dt = ctx.call.outputs[0].dtype
     if not dt.is_float:
         _unary(ctx, lambda kb, x, out: kb.copy(x, out))   # integers have no NaN or inf
         return
-    finfo = np.finfo(ml_dtypes.bfloat16 if dt is DType.bfloat16 else dt.np)
+    finfo = ml_dtypes.finfo(dt.np)  # NumPy's finfo knows no ml_dtypes type before ml_dtypes 0.7
     values = {"nan": 0.0, "posinf": float(finfo.max), "neginf": float(finfo.min)}
-    consts = {k: _Const(ctx.kb, float(ctx.call.attr(k)) if ctx.call.attr(k) is not None else v, dt)
+    consts = {k: ScalarArg(ctx.kb, float(ctx.call.attr(k)) if ctx.call.attr(k) is not None else v)
               for k, v in values.items()}
 
     def compute(kb, x, out):
         pred, r = temp(kb, out), temp(kb, out)
         _act(kb, Act.IS_NAN, x, pred)
-        _sel(kb, pred, consts["nan"](out), x, r)
+        _sel(kb, pred, consts["nan"].broadcast(out, dt), x, r)
         _ts(kb, x, pred, Alu.IS_EQUAL, float("inf"))
-        _sel(kb, pred, consts["posinf"](out), r, r)
+        _sel(kb, pred, consts["posinf"].broadcast(out, dt), r, r)
         _ts(kb, x, pred, Alu.IS_EQUAL, float("-inf"))
-        _sel(kb, pred, consts["neginf"](out), r, out)
+        _sel(kb, pred, consts["neginf"].broadcast(out, dt), r, out)
 
     _unary(ctx, compute)
     for c in consts.values():
         c.release()
 
 
-@lowering("aten::copysign.Tensor", "aten::copysign.Scalar", "aten::copysign_.Tensor", "aten::copysign_.Scalar")
+@lowering("aten::copysign.Tensor", "aten::copysign.Scalar", "aten::copysign_.Tensor", "aten::copysign_.Scalar",
+          scalars=NARY_SCALARS)
 def _copysign(ctx: LoweringContext) -> None:
     def compute(kb, t, out):
         a, b = t
@@ -385,7 +387,7 @@ def _copysign(ctx: LoweringContext) -> None:
     _nary(ctx, ("self", "other"), compute)
 
 
-@lowering("aten::heaviside", "aten::heaviside_")
+@lowering("aten::heaviside", "aten::heaviside_", scalars=("self", "values"))
 def _heaviside(ctx: LoweringContext) -> None:
     def compute(kb, t, out):
         x, v = t
@@ -397,7 +399,7 @@ def _heaviside(ctx: LoweringContext) -> None:
     _nary(ctx, ("self", "values"), compute)
 
 
-@lowering("aten::hypot", "aten::hypot_")
+@lowering("aten::hypot", "aten::hypot_", scalars=NARY_SCALARS)
 def _hypot(ctx: LoweringContext) -> None:
     def compute(kb, t, out):
         a, b = t
@@ -428,8 +430,8 @@ def _nan_ignoring(alu: Alu):
     return lower_fm
 
 
-lowering("aten::fmax")(_nan_ignoring(Alu.MAX))
-lowering("aten::fmin")(_nan_ignoring(Alu.MIN))
+lowering("aten::fmax", scalars=NARY_SCALARS)(_nan_ignoring(Alu.MAX))
+lowering("aten::fmin", scalars=NARY_SCALARS)(_nan_ignoring(Alu.MIN))
 
 
 def _logaddexp(base2: bool):
@@ -458,14 +460,14 @@ def _logaddexp(base2: bool):
     return lower_lae
 
 
-lowering("aten::logaddexp")(_logaddexp(False))
-lowering("aten::logaddexp2")(_logaddexp(True))
+lowering("aten::logaddexp", scalars=NARY_SCALARS)(_logaddexp(False))
+lowering("aten::logaddexp2", scalars=NARY_SCALARS)(_logaddexp(True))
 
 
 def _xlog(func: Act):
     """x * log(y) (xlogy) or x * log1p(y) (xlog1py): 0 where x == 0, NaN where y is NaN."""
     def lower_xlog(ctx: LoweringContext) -> None:
-        zero = _Const(ctx.kb, 0.0, F32)
+        zero = ScalarArg(ctx.kb, 0.0)
 
         def compute(kb, t, out):
             x, y = t
@@ -473,7 +475,7 @@ def _xlog(func: Act):
             _act(kb, func, y, r)
             _tt(kb, Alu.MULTIPLY, x, r, r)
             _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
-            _sel(kb, p, zero(out), r, r)
+            _sel(kb, p, zero.broadcast(out, F32), r, r)
             _act(kb, Act.IS_NAN, y, p)
             _sel(kb, p, y, r, out)
 
@@ -483,15 +485,15 @@ def _xlog(func: Act):
 
 
 lowering("aten::xlogy.Tensor", "aten::xlogy.Scalar_Other", "aten::xlogy.Scalar_Self", "aten::xlogy_.Tensor",
-         "aten::xlogy_.Scalar_Other")(_xlog(Act.LOG))
+         "aten::xlogy_.Scalar_Other", scalars=NARY_SCALARS)(_xlog(Act.LOG))
 lowering("aten::special_xlog1py", "aten::special_xlog1py.other_scalar",
-         "aten::special_xlog1py.self_scalar")(_xlog(Act.LOG1P))
+         "aten::special_xlog1py.self_scalar", scalars=NARY_SCALARS)(_xlog(Act.LOG1P))
 
 
 @lowering("aten::special_entr")
 def _entr(ctx: LoweringContext) -> None:
     # -x log x for x > 0, 0 at 0, -inf below 0, NaN stays NaN
-    consts = {v: _Const(ctx.kb, v, F32) for v in (0.0, float("-inf"))}
+    consts = {v: ScalarArg(ctx.kb, v) for v in (0.0, float("-inf"))}
 
     def compute(kb, x, out):
         r, p = temp(kb, out), temp(kb, out)
@@ -499,35 +501,35 @@ def _entr(ctx: LoweringContext) -> None:
         _tt(kb, Alu.MULTIPLY, x, r, r)
         _act(kb, Act.NEG, r, r)
         _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
-        _sel(kb, p, consts[0.0](out), r, r)
+        _sel(kb, p, consts[0.0].broadcast(out, F32), r, r)
         _ts(kb, x, p, Alu.IS_LT, 0.0)
-        _sel(kb, p, consts[float("-inf")](out), r, out)
+        _sel(kb, p, consts[float("-inf")].broadcast(out, F32), r, out)
 
     _unary(ctx, compute)
     for c in consts.values():
         c.release()
 
 
-@lowering("aten::rsub.Tensor", "aten::rsub.Scalar")
+@lowering("aten::rsub.Tensor", "aten::rsub.Scalar", scalars={"self": (), "other": (), "alpha": (1,)})
 def _rsub(ctx: LoweringContext) -> None:
     # other - alpha * self
-    alpha = float(attr(ctx, "alpha", 1.0))
+    alpha = ctx.scalar("alpha", 1.0)
 
     def compute(kb, t, out):
         x, o = t
-        if alpha != 1.0:
+        if alpha.known != 1.0:
             s = temp(kb, out, out.dtype if not out.dtype.is_float else F32)
-            _ts(kb, x, s, Alu.MULTIPLY, alpha)
+            _ts(kb, x, s, Alu.MULTIPLY, alpha.operand(x))
             x = s
         _tt(kb, Alu.SUBTRACT, o, x, out)
 
     _nary(ctx, ("self", "other"), compute)
 
 
-@lowering("aten::pow.Scalar")
+@lowering("aten::pow.Scalar", scalars=("self",))
 def _pow_scalar_base(ctx: LoweringContext) -> None:
-    base = float(attr(ctx, "self"))
-    emit_map(ctx, [0], lambda kb, t, out: _ts(kb, t[0], out, Alu.POW, base, reverse0=True))
+    base = ctx.scalar("self")
+    emit_map(ctx, [0], lambda kb, t, out: _ts(kb, t[0], out, Alu.POW, base.operand(t[0]), reverse0=True))
 
 
 # --- rounding division --------------------------------------------------------------------------------------
@@ -549,13 +551,14 @@ def _floor_div(kb: KernelBuilder, a: AP, b: AP, out: AP) -> None:
 
 
 @lowering("aten::floor_divide", "aten::floor_divide.Scalar", "aten::floor_divide_.Tensor",
-          "aten::floor_divide_.Scalar")
+          "aten::floor_divide_.Scalar", scalars=NARY_SCALARS)
 def _floor_divide(ctx: LoweringContext) -> None:
     _float_only(ctx)
     _nary(ctx, ("self", "other"), lambda kb, t, out: _floor_div(kb, t[0], t[1], out))
 
 
-@lowering("aten::div.Tensor_mode", "aten::div.Scalar_mode", "aten::div_.Tensor_mode", "aten::div_.Scalar_mode")
+@lowering("aten::div.Tensor_mode", "aten::div.Scalar_mode", "aten::div_.Tensor_mode", "aten::div_.Scalar_mode",
+          scalars=NARY_SCALARS)
 def _div_mode(ctx: LoweringContext) -> None:
     mode = ctx.call.attr("rounding_mode")
     if mode is not None:

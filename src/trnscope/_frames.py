@@ -1,0 +1,20 @@
+"""Where a warning about the user's program should point: the innermost frame outside trnscope and torch."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_TRNSCOPE = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_frame() -> tuple[str, int, str]:
+    """(file, line, module) of the innermost caller outside trnscope and torch."""
+    torch = sys.modules.get("torch")
+    internal = (_TRNSCOPE,) + ((os.path.dirname(torch.__file__),) if torch is not None else ())
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith(internal) or f.f_code.co_filename.startswith("<")):
+        f = f.f_back
+    if f is None:
+        return "<unknown>", 0, "trnscope"
+    return f.f_code.co_filename, f.f_lineno, f.f_globals.get("__name__", "")
