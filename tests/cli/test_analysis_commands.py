@@ -22,15 +22,8 @@ def _run(argv, width=100):
     """Run the CLI with a console of ``width`` columns and return what it printed."""
     import io
 
-    import trnscope.cli.main as cli
-
     buffer = io.StringIO()
-    original = cli.Console
-    cli.Console = lambda *a, **k: original(file=buffer, width=width, force_terminal=False, color_system=None)
-    try:
-        code = main(argv)
-    finally:
-        cli.Console = original
+    code = main(argv, console=Console(file=buffer, width=width, force_terminal=False, color_system=None))
     return code, buffer.getvalue()
 
 

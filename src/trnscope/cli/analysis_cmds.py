@@ -13,16 +13,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
+from .. import hosttime
 from .format import count, duration, human_bytes, percent, ratio, signed
 from .tables import grid as _grid
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # columns of the operator table, with the narrowest terminal each needs to be shown
 _OP_COLUMNS = (("calls", 0), ("CPU self", 100), ("CPU total", 0), ("device self", 0), ("device total", 0),
                ("dispatches", 90))
-
-from .. import hosttime
 
 
 def _load(path: Path):

@@ -60,7 +60,8 @@ def chosen(argv: list[str]) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, console: "Console | None" = None) -> int:
+    """Run the CLI; ``console``: where to print (default: the terminal, 160 columns into a pipe)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="trnscope", description="Profile PyTorch for AWS Trainium on an "
                                      "emulated NeuronCore.")
@@ -74,10 +75,11 @@ def main(argv: list[str] | None = None) -> int:
             selected = command(cmd_name)
             selected.add_arguments(p)
     args = parser.parse_args(argv)
-    from rich.console import Console
+    if console is None:
+        from rich.console import Console
 
-    # tables stay readable when the output is a file or a pipe (rich would fall back to 80 columns)
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+        # tables stay readable when the output is a file or a pipe (rich would fall back to 80 columns)
+        console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
         if args.instance:
             from ..hw import set_instance

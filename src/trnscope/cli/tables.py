@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def grid(console: Console, title: str, columns: list[tuple[str, str]], rows: list[list], wide: bool,

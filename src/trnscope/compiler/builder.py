@@ -259,6 +259,15 @@ class KernelBuilder:
                 writes.pop(0)  # the oldest record, so the oldest write
             floor[old.stream] = max(floor.get(old.stream, 0), old.count)
 
+    def note_hbm_access(self, tensor: int, lo: int, hi: int, stream: str, count: int, write: bool) -> None:
+        """Record an access that code emitting instructions on its own (an NKI kernel linked into a
+        graph) made to HBM tensor ``tensor``'s elements [lo, hi], so later instructions order after it."""
+        rec = _HbmAccess(lo, hi, stream, count, write)
+        self._hbm.setdefault(tensor, []).append(rec)
+        writes = self._hbm_writes.setdefault(tensor, [])
+        if write:
+            writes.append(rec)
+
     # --- convenience ------------------------------------------------------------------------------
     def dma(self, queue: int, src: AP, dst: AP, **kw) -> Instruction:
         return self.emit(Dma(queue=queue, src=src, dst=dst, **kw))

@@ -196,24 +196,21 @@ class NkiEmitter(KernelBuilder):
 
     def publish_hbm(self, tensors: dict[int, int]) -> None:
         """Leave this kernel's HBM accesses where the builder's other kernels look (``_hbm`` spans)."""
-        from ..compiler.builder import _HbmAccess
-
         for sid, readers in self.nki_ro_reads.items():
             tensor = tensors.get(sid)
             if tensor is not None:
-                self._hbm.setdefault(tensor, []).extend(
-                    _HbmAccess(0, 1 << 62, s, c, False) for s, c in readers.items())
+                for s, c in readers.items():
+                    self.note_hbm_access(tensor, 0, 1 << 62, s, c, False)
         for sid, entries in self.nki_entries.items():
             tensor = tensors.get(sid)
             if tensor is None or sid in self.nki_readonly:
                 continue
-            records = self._hbm.setdefault(tensor, [])
             for box, w, r in entries:
                 lo, hi = box[2], box[3]
                 for s, c in w.items():
-                    records.append(_HbmAccess(lo, hi, s, c, True))
+                    self.note_hbm_access(tensor, lo, hi, s, c, True)
                 for s, c in r.items():
-                    records.append(_HbmAccess(lo, hi, s, c, False))
+                    self.note_hbm_access(tensor, lo, hi, s, c, False)
 
 
 def _overlap(a, b) -> bool:
