@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from .. import runtime
 from . import dispatch
+
+_CUT = runtime.CLOCK.emulation()
 
 _lib: torch.library.Library | None = None
 _aten = torch.ops.aten
@@ -28,6 +31,11 @@ class _RMSNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        with _CUT:  # the backward's ops are device ops, each costing the host its dispatch; the glue is not
+            return _RMSNorm._backward(ctx, grad)
+
+    @staticmethod
+    def _backward(ctx, grad):
         x, weight = ctx.saved_tensors
         dims = tuple(range(-len(ctx.normalized_shape), 0))
         eps = ctx.eps if ctx.eps is not None else torch.finfo(x.dtype).eps
@@ -47,7 +55,10 @@ class _RMSNorm(torch.autograd.Function):
 
 
 def _rms_norm_autograd(x, normalized_shape, weight=None, eps=None):
-    return _RMSNorm.apply(x, normalized_shape, weight, eps)
+    # trnscope's Python glue in place of a C++ autograd kernel: emulator work (the fused kernel's
+    # dispatch inside it costs the host what the host-cost model says)
+    with _CUT:
+        return _RMSNorm.apply(x, normalized_shape, weight, eps)
 
 
 def _rms_norm_device(x, normalized_shape, weight=None, eps=None):

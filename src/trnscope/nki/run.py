@@ -50,8 +50,6 @@ def run_kernel(kernel: Kernel, args: tuple, kwargs: dict, simulate_only: bool):
                     raise NkiError(f"argument {name!r} is an ArgSpec (shape and dtype only): call kernel.timeline(...) "
                                    f"to time the kernel without data, or pass an array")
         traced = kernel.specialize(*args, **kwargs) if not is_torch or not _fake_call(tensors) else None
-    if traced is not None and traced.fresh:
-        clock.wait_until(clock.now() + traced.compile_ns)
     if is_torch:
         return _run_torch(kernel, args, kwargs, tensors, simulate_only, traced)
     values = {key: v for key, _, v in tensors}
@@ -87,8 +85,10 @@ def _execute(traced: Traced, compute, simulate_only: bool, device: int):
         compute()
         return timeline
     core = runtime.core(device)
-    core.execute_program(traced.program, traced.name, compute, traced.compile_ns if traced.fresh else 0,
-                         timeline=timeline)
+    # a freshly traced kernel costs the host what the host-cost model says a neuronx-cc compile costs
+    # (never trnscope's own tracing and lowering time, traced.compile_ns)
+    compile_ns = runtime.host_costs().compile_ns(len(traced.program.instructions)) if traced.fresh else 0
+    core.execute_program(traced.program, traced.name, compute, compile_ns, timeline=timeline)
     return timeline
 
 
@@ -170,12 +170,17 @@ def _run_neuron(kernel: Kernel, traced: Traced, values: dict, device, simulate_o
     index = device.index or 0
     from .. import runtime
 
+    clock = runtime.CLOCK
     core = runtime.core(index)
     if core.spec.name != traced.spec.name:
         raise NkiValidationError(f"kernel {kernel.__name__} was compiled for {traced.spec.name} "
                                  f"(NEURON_PLATFORM_TARGET_OVERRIDE) but neuron:{index} is a {core.spec.name} "
                                  f"NeuronCore: set TRNSCOPE_INSTANCE={traced.spec.name} to emulate that target")
-    with torch.no_grad():
+    # trnscope's Python in place of TorchNeuron's C++ kernel call: emulator work; the device ops it issues
+    # (output allocation, copies) and the execution cost the host what the host-cost model says
+    with clock.emulation(), torch.no_grad():
+        if clock.mode == runtime.MODELLED:  # PyTorch's dispatch of the custom op (measured in real mode)
+            clock.advance(runtime.host_costs().framework_op_ns)
         args = {key: (values[key] if values[key].is_contiguous() else values[key].contiguous())
                 for key, _, _ in traced.inputs}
         outs = [torch.empty(st.shape, dtype=torch_dtype(st.dtype), device=device) for st, _ in traced.outputs]
@@ -189,11 +194,11 @@ def _run_neuron(kernel: Kernel, traced: Traced, values: dict, device, simulate_o
         for (key, st, _), value in zip(traced.mutated, m):
             host_view(args[key]).copy_(to_torch(value, st.dtype))
 
-    with torch.profiler.record_function(f"nki::{traced.name}"):
+    with torch.profiler.record_function(f"nki::{traced.name}"):  # outside the cut: the profile keeps it
         timeline = _execute(traced, compute, simulate_only, index)
-    with torch.no_grad():
+    with clock.emulation(), torch.no_grad():
         for key, _, _ in traced.mutated:
             if args[key] is not values[key]:
                 values[key].copy_(args[key])
-    _report(kernel, traced, timeline)
-    return _structured(traced, outs)
+        _report(kernel, traced, timeline)
+        return _structured(traced, outs)
