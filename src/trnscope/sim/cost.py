@@ -130,15 +130,14 @@ def dma_shape(ins: Dma | DmaGather | DmaScatter, spec: HardwareSpec) -> DmaShape
         descriptors = -(-elements // run)
         desc_bytes = run * max(src.dtype.itemsize, dst.dtype.itemsize)
         fixed = spec.dma_fixed_latency_ns
-        touches_hbm = src.space is Space.HBM or dst.space is Space.HBM
-        rate = spec.dma_effective_bytes_per_ns if touches_hbm else spec.dma_bytes_per_ns_per_engine
-        if ins.transpose:
-            rate *= DMA_TRANSPOSE_EFFICIENCY[src.space is Space.HBM]
         read_bytes, write_bytes = src.nbytes, dst.nbytes
         hbm_r = read_bytes if src.space is Space.HBM else 0
         hbm_w = write_bytes if dst.space is Space.HBM else 0
         if ins.accumulate and dst.space is Space.HBM:
             hbm_r += write_bytes
+        rate = hbm_rate(spec, max(read_bytes, write_bytes), hbm_r + hbm_w)
+        if ins.transpose:
+            rate *= DMA_TRANSPOSE_EFFICIENCY[src.space is Space.HBM]
         sb_r = read_bytes if src.space is Space.SBUF else 0
         sb_w = write_bytes if dst.space is Space.SBUF else 0
         return DmaShape(descriptors, desc_bytes, rate, fixed, hbm_r, hbm_w, sb_r, sb_w)
@@ -146,12 +145,23 @@ def dma_shape(ins: Dma | DmaGather | DmaScatter, spec: HardwareSpec) -> DmaShape
     row_bytes = ins.table.free_size * ins.table.dtype.itemsize
     rows = tile.partitions
     idx_bytes = ins.index.nbytes
+    moved = rows * row_bytes
     if isinstance(ins, DmaGather):
-        return DmaShape(rows, row_bytes, spec.dma_effective_bytes_per_ns,
-                        spec.dma_fixed_latency_ns + DGE_LATENCY_NS, rows * row_bytes, 0, idx_bytes, rows * row_bytes)
-    hbm_r = rows * row_bytes if ins.accumulate else 0
-    return DmaShape(rows, row_bytes, spec.dma_effective_bytes_per_ns, spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
-                    hbm_r, rows * row_bytes, idx_bytes + rows * row_bytes, 0)
+        return DmaShape(rows, row_bytes, hbm_rate(spec, moved, moved),
+                        spec.dma_fixed_latency_ns + DGE_LATENCY_NS, moved, 0, idx_bytes, moved)
+    hbm_r = moved if ins.accumulate else 0
+    return DmaShape(rows, row_bytes, hbm_rate(spec, moved, hbm_r + moved), spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
+                    hbm_r, moved, idx_bytes + moved, 0)
+
+
+def hbm_rate(spec: HardwareSpec, moved: int, hbm_bytes: int) -> float:
+    """Bytes per ns one DMA engine moves in a transfer of ``moved`` bytes that reads and writes
+    ``hbm_bytes`` of HBM: its own rate, capped by its share of HBM bandwidth for that traffic. An
+    HBM-to-HBM copy (or an accumulating write, a read-modify-write) uses HBM twice per byte moved,
+    so each engine gets half the bytes per ns of its share: HBM utilisation cannot pass 100%."""
+    if not hbm_bytes:
+        return spec.dma_bytes_per_ns_per_engine
+    return min(spec.dma_bytes_per_ns_per_engine, spec.hbm_bytes_per_ns_per_dma_engine * moved / hbm_bytes)
 
 
 def flops(ins: Instruction) -> tuple[float, float]:
