@@ -23,6 +23,8 @@ from math import prod
 
 from ..hw import HardwareSpec, get_spec
 
+# The partition count is the target's (``spec.partitions``, 128 on every NeuronCore so far): this
+# default is for the kernels that have not yet been handed a spec, never for the planner below.
 P = 128
 # DMA transpose throughput relative to a copy: loads (from HBM) 90%, stores (from SBUF) 50% [S2], as the
 # simulator prices them (sim.cost.DMA_TRANSPOSE_EFFICIENCY; not imported: the compiler does not load sim)
@@ -156,19 +158,19 @@ class Layout:
         return out
 
 
-def _splits(dims: list[Dim]) -> list[list[Dim]]:
+def _splits(dims: list[Dim], parts: int) -> list[list[Dim]]:
     """The dims as they are, and with one dim cut in two (outer size <= 128): the pieces can go to
     different places (partitions and free), which fills the partitions from one long dim."""
     out = [dims]
     for i, (n, st) in enumerate(dims):
-        for a in range(2, min(P, n - 1) + 1):
+        for a in range(2, min(parts, n - 1) + 1):
             if n % a == 0:
                 b = n // a
                 out.append(dims[:i] + [(a, tuple(s * b for s in st)), (b, st)] + dims[i + 1:])
     return out
 
 
-def _layouts(dims: list[Dim], max_cols: int, max_part_dims: int, max_free_dims: int):
+def _layouts(dims: list[Dim], max_cols: int, max_part_dims: int, max_free_dims: int, parts: int):
     nd = len(dims)
     for f in range(nd + 1):
         free = dims[f:]
@@ -183,9 +185,9 @@ def _layouts(dims: list[Dim], max_cols: int, max_part_dims: int, max_free_dims: 
             if len(part) > max_part_dims:
                 break
             inner_p = prod(s for s, _ in part[1:])
-            if inner_p > P:
+            if inner_p > parts:
                 break
-            pchunk = min(part[0][0], P // inner_p) if part else 1
+            pchunk = min(part[0][0], parts // inner_p) if part else 1
             yield Layout(tuple(dims[:p]), tuple(part), pchunk, tuple(free), fchunk)
 
 
@@ -309,6 +311,7 @@ def plan_map(shape: tuple[int, ...], strides: list[tuple[int, ...]], max_cols: i
             best = cand
     # a long innermost dim with no divisor that fills the partitions: 128 rows of it, then the tail
     n, st = dims[-1]
+    P = cm.spec.partitions
     if n > P and n % P:
         main = dims[:-1] + [(P, tuple(s * (n // P) for s in st)), (n // P, st)]
         tail = dims[:-1] + [(n % P, st)]
@@ -334,8 +337,9 @@ def _orders(dims: list[Dim]) -> list[list[Dim]]:
 def _best(dims: list[Dim], max_cols: int, cm: CostModel, max_part_dims: int, max_free_dims: int,
           splits: bool = True):
     best = key = None
-    for variant in (_splits(dims) if splits else [dims]):
-        for layout in _layouts(variant, max_cols, max_part_dims, max_free_dims):
+    parts = cm.spec.partitions
+    for variant in (_splits(dims, parts) if splits else [dims]):
+        for layout in _layouts(variant, max_cols, max_part_dims, max_free_dims, parts):
             est = _estimate(layout, cm)
             if est is None:
                 continue

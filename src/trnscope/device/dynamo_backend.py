@@ -49,7 +49,9 @@ class CompileCounters:
 COUNTERS = CompileCounters()
 
 
-def _graph_key(gm: fx.GraphModule, example_inputs, spec_name: str) -> str:
+def _graph_key(gm: fx.GraphModule, example_inputs, spec_key: str) -> str:
+    """The graph's code, its inputs' shapes, strides and dtypes, and the target spec's content (a spec
+    edited with ``replace()`` keeps its name but compiles anew)."""
     h = hashlib.sha256()
     h.update(gm.code.encode())
     for t in example_inputs:
@@ -57,7 +59,7 @@ def _graph_key(gm: fx.GraphModule, example_inputs, spec_name: str) -> str:
             h.update(f"{tuple(t.shape)}{t.stride()}{t.dtype}".encode())
         else:
             h.update(repr(t).encode())
-    h.update(spec_name.encode())
+    h.update(spec_key.encode())
     return h.hexdigest()
 
 
@@ -143,7 +145,7 @@ def _compile(gm: fx.GraphModule, example_inputs, label: str):
 
 def _compile_cut(gm: fx.GraphModule, example_inputs, label: str):
     spec = runtime.core(0).spec
-    key = _graph_key(gm, example_inputs, spec.name)
+    key = _graph_key(gm, example_inputs, spec_digest(spec))
     # the persistent NEFF cache (runtime.neff_cache): keyed on trnscope's build and the spec's content
     disk_key = (("graph", key), spec_digest(spec))
     timeline = None
