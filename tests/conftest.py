@@ -54,3 +54,17 @@ def _default_instance(monkeypatch):
     hw.instance._current = None
     yield
     hw.instance._current = saved
+
+
+@pytest.fixture
+def one_physical_core():
+    """Run on one physical NeuronCore of the target (LNC=1): tests of what a kernel emitter does on a
+    core (its engines' busy share, its HBM reads, the tiling estimate) measure it unspread; LNC=2 has
+    its own tests (tests/compiler/test_lnc.py)."""
+    from trnscope import hw
+
+    saved = hw.get_spec()
+    hw.set_instance(hw.physical_spec(saved))
+    yield
+    hw.set_instance(saved)
+

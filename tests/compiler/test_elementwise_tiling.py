@@ -20,6 +20,8 @@ from trnscope.sim import simulate
 
 from .helpers import DTYPES, aten, check, meta, program_for, randn
 
+pytestmark = pytest.mark.usefixtures("one_physical_core")  # the emitters on one core (LNC=1)
+
 COMPUTE = (TensorTensor, TensorScalar, Activation)
 
 

@@ -11,6 +11,8 @@ import torch
 
 from .helpers import aten, meta, program_for, sim_ns, summary
 
+pytestmark = pytest.mark.usefixtures("one_physical_core")  # the emitters on one core (LNC=1)
+
 
 def test_large_bf16_matmul_keeps_tensor_engine_busy():
     s = summary(aten.mm.default, meta(2048, 2048), meta(2048, 2048))

@@ -112,7 +112,8 @@ def _core(enc, spec):
     return run_core(enc.n, enc.kind, enc.base_ns, enc.dep_ns, enc.wait_ptr, enc.wait_sem, enc.wait_val, enc.sig_ptr,
                     enc.sig_sem, enc.sig_val, enc.sig_set, enc.dma_desc, enc.dma_desc_ns, enc.dma_fixed_ns,
                     enc.stream_ptr, enc.stream_instr, enc.n_streams, max(1, enc.n_sems), spec.dma_engines,
-                    spec.tensor_throttling, spec.throttle_idle_ns, spec.throttle_ramp_ns, spec.throttle_start_fraction)
+                    spec.tensor_throttling, spec.throttle_idle_ns, spec.throttle_ramp_ns, spec.throttle_start_fraction,
+                    enc.pcore, enc.n_cores)
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

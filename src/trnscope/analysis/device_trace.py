@@ -90,12 +90,13 @@ def build_device_trace(ntff: Ntff) -> DeviceTrace:
     ins = ntff.table("instruction")
     dma = ntff.table("dma")
     queues = _dma_queue_order(ins, dma)
-    order = [*queues, *ENGINE_LANES]
+    order = [*queues, *ENGINE_LANES, *_other_core_lanes(ins)]
     tracks = {}
     for position, lane in enumerate(order):
         track = builder.track_for(pid, position)
         info = builder.thread(pid, position)
-        info.name = ENGINE_TITLES.get(lane, lane)
+        base, at, core = lane.partition("@")
+        info.name = ENGINE_TITLES.get(base, base) + (f" · {core}" if at and base in ENGINE_LANES else "")
         info.sort_index = position
         info.kind = TrackKind.DEVICE_QUEUE
         tracks[lane] = track
@@ -113,6 +114,14 @@ def _dma_queue_order(ins: dict, dma: dict) -> list[str]:
     if "engine" in ins:
         names |= set(ins["timeline_track"][ins["engine"] == "dma"].tolist())
     return sorted(names, key=_natural_key)
+
+
+def _other_core_lanes(ins: dict) -> list[str]:
+    """Engine lanes of a logical core's other physical cores (LNC=2: ``Vector@nc1``...), core by core."""
+    if "timeline_track" not in ins:
+        return []
+    names = {t for t in set(ins["timeline_track"].tolist()) if "@nc" in t and t.partition("@")[0] in ENGINE_LANES}
+    return sorted(names, key=lambda t: (_natural_key(t.partition("@")[2]), ENGINE_LANES.index(t.partition("@")[0])))
 
 
 def _natural_key(text: str) -> tuple:

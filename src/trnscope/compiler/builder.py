@@ -54,6 +54,7 @@ class _HbmAccess:
     stream: str
     count: int
     write: bool
+    ap: AP | None = None
 
 
 class _Arena:
@@ -88,6 +89,10 @@ class _Arena:
 
 
 class KernelBuilder:
+    # stream-name suffix of the physical core being emitted for ("" for core 0; see compiler.lnc)
+    _suffix = ""
+    max_hbm_records = MAX_HBM_RECORDS
+
     def __init__(self, program: Program, spec: HardwareSpec | None = None):
         self.p = program
         self.spec = spec or get_spec()
@@ -174,7 +179,8 @@ class KernelBuilder:
 
     def _sem(self, stream: str) -> int:
         if stream not in self._sems:
-            self._sems[stream] = self.p.semaphore(ENGINE_SEMAPHORES.get(stream, stream))
+            base, at, core = stream.partition("@")
+            self._sems[stream] = self.p.semaphore(ENGINE_SEMAPHORES.get(base, base) + (at + core if at else ""))
             self._counts[stream] = 0
         return self._sems[stream]
 
@@ -190,6 +196,8 @@ class KernelBuilder:
         stream, dma, operands, n_reads = plan
         if stream is None:
             stream = self.p.queues[ins.queue].name if dma else ins.engine.value  # type: ignore[attr-defined]
+        if self._suffix and not dma:
+            stream += self._suffix
         need: dict[str, int] = {}
         counts = self._counts
         my_count = counts.get(stream, 0) + 1
@@ -239,7 +247,7 @@ class KernelBuilder:
             records = self._hbm[tensor] = []
             self._hbm_writes[tensor] = []
         writes = self._hbm_writes[tensor]
-        deps = [(r.stream, r.count) for r in (records if write else writes) if r.lo <= hi and lo <= r.hi]
+        deps = self._hbm_deps(records if write else writes, lo, hi, ap, stream)
         floor = self._hbm_floor.get(tensor)
         if floor:
             deps.extend(floor.items())
@@ -248,16 +256,20 @@ class KernelBuilder:
             # in order too but trigger ahead of completion, so they wait on themselves explicitly
             if c > need.get(s, 0) and (dma or s != stream):
                 need[s] = c
-        rec = _HbmAccess(lo, hi, stream, count, write)
+        rec = _HbmAccess(lo, hi, stream, count, write, ap)
         records.append(rec)
         if write:
             writes.append(rec)
-        if len(records) > MAX_HBM_RECORDS:
+        if len(records) > self.max_hbm_records:
             floor = self._hbm_floor.setdefault(tensor, {})
             old = records.pop(0)
             if old.write:
                 writes.pop(0)  # the oldest record, so the oldest write
             floor[old.stream] = max(floor.get(old.stream, 0), old.count)
+
+    def _hbm_deps(self, scan: list[_HbmAccess], lo: int, hi: int, ap: AP, stream: str) -> list[tuple[str, int]]:
+        """(stream, count) of the accesses in ``scan`` that may touch elements [lo, hi] (spans overlap)."""
+        return [(r.stream, r.count) for r in scan if r.lo <= hi and lo <= r.hi]
 
     def note_hbm_access(self, tensor: int, lo: int, hi: int, stream: str, count: int, write: bool) -> None:
         """Record an access that code emitting instructions on its own (an NKI kernel linked into a

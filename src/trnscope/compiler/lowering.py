@@ -25,6 +25,7 @@ from ..isa import Program
 from ..isa.columns import gc_paused
 from . import scalars as _scalars
 from .builder import KernelBuilder
+from .lnc import MakeBuilder, spread
 from .meta import TensorMeta
 
 
@@ -187,6 +188,11 @@ def spec_digest(spec: HardwareSpec) -> str:
 
 
 def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
+    """The kernel of ``call``, spread over the logical core's physical cores (``compiler.lnc``)."""
+    return spread(lambda make_builder: _build(call, fn, spec, make_builder), spec)
+
+
+def _build(call: OpCall, fn: Lowering, spec: HardwareSpec, make_builder: MakeBuilder = KernelBuilder) -> Program:
     short = call.name.replace("aten::", "")
     shapes = "_".join("x".join(map(str, m.shape)) or "s" for m in call.inputs if m is not None)
     prog = Program(f"{short}_{shapes}"[:200], target=spec.name)
@@ -196,7 +202,7 @@ def build(call: OpCall, fn: Lowering, spec: HardwareSpec) -> Program:
                   call.attrs)
     inputs = [m.bind(prog, f"in{i}", "input") if m is not None else None for i, m in enumerate(call.inputs)]
     outputs = [m.bind(prog, f"out{i}", "output") for i, m in enumerate(call.outputs)]
-    ctx = LoweringContext(call, KernelBuilder(prog, spec), inputs, outputs, call.name)
+    ctx = LoweringContext(call, make_builder(prog, spec), inputs, outputs, call.name)
     # a large kernel allocates a few objects per instruction, none in a cycle: collections during the
     # build would walk the whole heap (torch's objects included) for nothing, often
     with prog.origin(call.name), gc_paused():

@@ -1,4 +1,5 @@
-"""Which target this process emulates: env ``TRNSCOPE_INSTANCE`` (trn1 | trn2) or :func:`set_instance`."""
+"""Which target this process emulates: env ``TRNSCOPE_INSTANCE`` (trn1 | trn2) or :func:`set_instance`,
+as a logical NeuronCore at the LNC degree of ``$NEURON_LOGICAL_NC_CONFIG`` (trn2: 2 by default)."""
 
 from __future__ import annotations
 
@@ -29,15 +30,24 @@ def resolve(name: str | HardwareSpec) -> HardwareSpec:
 
 
 def get_spec() -> HardwareSpec:
-    """The spec in force: the one set by :func:`set_instance`, else ``$TRNSCOPE_INSTANCE``, else trn2."""
+    """The spec in force: the one set by :func:`set_instance`, else ``$TRNSCOPE_INSTANCE`` (else trn2)
+    as a logical core at ``$NEURON_LOGICAL_NC_CONFIG`` (else the target's default LNC)."""
     global _current
     if _current is None:
-        _current = resolve(os.environ.get(ENV_VAR) or DEFAULT_TARGET)
+        from .lnc import logical_spec
+
+        _current = logical_spec(os.environ.get(ENV_VAR) or DEFAULT_TARGET)
     return _current
 
 
-def set_instance(name: str | HardwareSpec) -> HardwareSpec:
-    """Emulate another target from now on (a name or a modified spec). Returns the spec."""
+def set_instance(name: str | HardwareSpec, lnc: int | None = None) -> HardwareSpec:
+    """Emulate another target from now on. A name gives its logical core at LNC ``lnc`` (None:
+    ``$NEURON_LOGICAL_NC_CONFIG``, else the target's default); a spec is taken as it is. Returns the spec."""
     global _current
-    _current = resolve(name)
+    if isinstance(name, HardwareSpec) and lnc is None:
+        _current = name
+    else:
+        from .lnc import logical_spec
+
+        _current = logical_spec(name, lnc)
     return _current

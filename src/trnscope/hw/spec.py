@@ -29,7 +29,7 @@ class HardwareSpec:
 
     # --- chip / instance -------------------------------------------------------------------
     physical_cores_per_chip: int
-    cores_per_chip: int  # logical NeuronCores visible to a process (LNC)
+    cores_per_chip: int  # logical NeuronCores visible to a process: physical_cores_per_chip / lnc
 
     # --- clocks (Hz) -----------------------------------------------------------------------
     tensor_clock_hz: float
@@ -38,9 +38,9 @@ class HardwareSpec:
     gpsimd_clock_hz: float
 
     # --- memories ------------------------------------------------------------------------
-    sbuf_bytes_per_partition: int
-    hbm_bytes_per_core: int
-    hbm_bytes_per_s_per_core: float
+    sbuf_bytes_per_partition: int  # per physical core (each has its own SBUF)
+    hbm_bytes_per_core: int  # per logical core (the device a process sees)
+    hbm_bytes_per_s_per_core: float  # per logical core
 
     # --- DMA ------------------------------------------------------------------------------
     dma_bytes_per_ns_per_engine: float
@@ -49,6 +49,13 @@ class HardwareSpec:
     vector_perf_mode: bool  # NC-v3 2x/4x BF16/FP16 modes on VectorE
 
     # fields below have the same value on both generations unless a spec overrides them
+    lnc: int = sourced(
+        1, "S23",
+        "physical NeuronCores per logical NeuronCore (NEURON_LOGICAL_NC_CONFIG). The constants TRN1/TRN2 "
+        "are physical-core specs (lnc=1); hw.logical_spec() derives the logical core's view.",
+    )
+    lnc_supported: tuple = sourced((1,), "S23,S45", "LNC degrees the target accepts: only 1 on trn1 (NCC_EARG001)")
+    lnc_default: int = sourced(1, "S23", "the degree the Neuron runtime uses when NEURON_LOGICAL_NC_CONFIG is unset")
     partitions: int = sourced(128, "S1,S2", "SBUF and PSUM both have 128 partitions")
     pe_rows: int = sourced(128, "S1,S2", "TensorE 128x128 systolic array")
     pe_cols: int = sourced(128, "S1,S2")
@@ -124,12 +131,14 @@ class HardwareSpec:
 
     @property
     def dma_bytes_per_s_per_core(self) -> float:
-        return self.dma_engines * self.dma_bytes_per_ns_per_engine * 1e9
+        """DMA rate of the (logical) core: 16 engines per physical core."""
+        return self.lnc * self.dma_engines * self.dma_bytes_per_ns_per_engine * 1e9
 
     @property
     def peak_bf16_flops(self) -> float:
-        """Dense BF16 FLOP/s of one NeuronCore: 128x128 PEs x 2 FLOP x TensorE clock."""
-        return self.pe_rows * self.pe_cols * 2 * self.tensor_clock_hz
+        """Dense BF16 FLOP/s of one (logical) NeuronCore: 128x128 PEs x 2 FLOP x TensorE clock per
+        physical core."""
+        return self.lnc * self.pe_rows * self.pe_cols * 2 * self.tensor_clock_hz
 
     @property
     def peak_fp32_flops(self) -> float:
@@ -137,8 +146,9 @@ class HardwareSpec:
 
     @property
     def hbm_bytes_per_ns_per_dma_engine(self) -> float:
-        """HBM bandwidth share of one DMA engine when all engines stream (static fair share)."""
-        return self.hbm_bytes_per_s_per_core / 1e9 / self.dma_engines
+        """HBM bandwidth share of one DMA engine when all engines stream (static fair share): the
+        logical core's bandwidth over its physical cores' DMA engines."""
+        return self.hbm_bytes_per_s_per_core / 1e9 / (self.dma_engines * self.lnc)
 
     @property
     def dma_effective_bytes_per_ns(self) -> float:

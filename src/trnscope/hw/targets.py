@@ -59,23 +59,32 @@ TRN2 = _register(
         dma_bytes_per_ns_per_engine=23.0,
         vector_perf_mode=True,
         tensor_throttling=True,
+        lnc_supported=(1, 2),
+        lnc_default=2,
     ),
     {
         "physical_cores_per_chip": ("S2", "Trainium2: 8 NeuronCore-v3 per chip"),
         "cores_per_chip": (
             "S23",
-            "one emulated NeuronCore = one physical NC-v3 (LNC=1: 8 per chip). The real default LNC=2 "
-            "pairs two physical cores into one logical core; trnscope does not model that pairing.",
+            "8 at LNC=1; hw.logical_spec() gives the default LNC=2 view: two physical cores per logical "
+            "core, 4 per chip",
         ),
+        "lnc_supported": ("S23", "LNC can only be set to 1 or 2"),
+        "lnc_default": ("S23", "LNC=2 is the default setting on Trainium2"),
         "tensor_clock_hz": ("S2", "TensorE 2.4 GHz"),
         "vector_clock_hz": ("S2", "VectorE 0.96 GHz"),
         "scalar_clock_hz": ("S2", "ScalarE 1.2 GHz"),
         "gpsimd_clock_hz": ("S2", "GpSimdE 1.2 GHz"),
         "sbuf_bytes_per_partition": ("S2", "28 MiB = 128 x 224 KiB"),
-        "hbm_bytes_per_core": ("S2 (derived)", "96 GiB per chip / 8 cores"),
+        "hbm_bytes_per_core": (
+            "S2,S23 (derived)",
+            "96 GiB per chip / 8 cores; four 24 GB HBM banks, each shared by two physical cores (S23): "
+            "a logical core at LNC=2 has its pair's bank, 24 GiB",
+        ),
         "hbm_bytes_per_s_per_core": (
             "S20 (derived)",
-            "2.9 TB/s per chip (S20; the NKI guide S2 says 3 TB/s: the chip page is taken) / 8 cores",
+            "2.9 TB/s per chip (S20; the NKI guide S2 says 3 TB/s: the chip page is taken) / 8 cores; a "
+            "stack (725 GB/s) serves the two physical cores sharing its bank (S23)",
         ),
         "dma_bytes_per_ns_per_engine": ("S5", "23 B/ns sustained per engine (S6 gives 27.2 GB/s theoretical)"),
         "vector_perf_mode": ("S2", "2x/4x BF16/FP16 performance modes"),

@@ -41,6 +41,12 @@ class Interpreter:
         self.memory = Memory(program, self.spec, poison=poison)
         self.stationary: np.ndarray | None = None  # FP32 weights held by LDWEIGHTS, as stationary.T [M, K]
         self.executed = 0
+        # a Program spread over a logical core's physical cores (LNC=2): each core has its own SBUF,
+        # PSUM and TensorE weights; HBM is shared. ``memory``/``stationary`` are the current core's.
+        self._poison = poison
+        self._pcore = program.physical_cores()[1]
+        self._core = 0
+        self._cores: dict[int, tuple[Memory, np.ndarray | None]] = {}
 
     # --- inputs and outputs --------------------------------------------------------------------------
     def load(self, inputs: Mapping[str, object] | Sequence[object] | None) -> None:
@@ -80,6 +86,8 @@ class Interpreter:
     def step(self, index: int) -> None:
         """Execute instruction ``index`` of the program."""
         ins = self.program.instructions[index]
+        if self._pcore is not None and self._pcore[index] != self._core:
+            self._enter_core(int(self._pcore[index]))
         handler = self._HANDLERS.get(type(ins))
         try:
             if handler is None:
@@ -91,6 +99,17 @@ class Interpreter:
         except Exception as exc:  # noqa: BLE001 - any failure is reported against the instruction
             raise ProgramError(f"{self.program.label(index)}: could not execute: {type(exc).__name__}: {exc}") from exc
         self.executed += 1
+
+    def _enter_core(self, core: int) -> None:
+        """Make physical core ``core``'s SBUF, PSUM and weights current (its memory shares HBM)."""
+        self._cores[self._core] = (self.memory, self.stationary)
+        if core not in self._cores:
+            hbm_of = self._cores[0][0]
+            mem = Memory(self.program, self.spec, poison=self._poison)
+            mem.hbm, mem.decls = hbm_of.hbm, hbm_of.decls
+            self._cores[core] = (mem, None)
+        self.memory, self.stationary = self._cores[core]
+        self._core = core
 
     def run(self, inputs=None, *, check: bool = True) -> dict[str, np.ndarray]:
         if check:

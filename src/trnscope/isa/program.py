@@ -24,6 +24,9 @@ _setattr = object.__setattr__  # instructions are frozen: add() is where one is 
 TENSOR_KINDS = ("input", "output", "scratch", "const", "scalar")
 BOUND_KINDS = ("input", "scalar")  # what a caller binds to run the Program
 QUEUE_KINDS = ("input", "output", "data", "instruction", "hardware_dynamic", "software_dynamic")
+# A Program spread over the physical cores of a logical NeuronCore (compiler.lnc) says so in its meta:
+# LNC_META the number of physical cores, PCORE_META one digit per instruction naming its core.
+LNC_META, PCORE_META = "lnc", "pcore"
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,14 @@ class Program:
         for i, ins in enumerate(self.instructions):
             out.setdefault(self.stream_of(ins), []).append(i)
         return out
+
+    def physical_cores(self) -> tuple[int, np.ndarray | None]:
+        """(physical cores the Program runs on, each instruction's core as int8 or None: all on core 0)."""
+        n = int(self.meta.get(LNC_META, 1) or 1)
+        tags = self.meta.get(PCORE_META)
+        if n <= 1 or not tags or len(tags) != len(self.instructions):
+            return 1, None
+        return n, np.frombuffer(tags.encode("ascii"), np.uint8).astype(np.int8) - 48
 
     def tensors_of_kind(self, kind: str) -> list[int]:
         return [i for i, t in enumerate(self.tensors) if t.kind == kind]

@@ -53,7 +53,7 @@ _INSTRUCTION_COLUMNS = [
     "id", "start_ns", "end_ns", "duration_ns", "engine", "timeline_track", "opcode", "operands",
     "framework_op", "evt_wait_time_ns", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes",
     "sbuf_write_bytes", "psum_read_bytes", "psum_write_bytes", "raw_flops", "model_flops", "waits", "signals",
-    "nki_source_location",
+    "nki_source_location", "pcore_idx",
 ]
 _DMA_COLUMNS = ["id", "queue", "trigger_ns", "data_start_ns", "end_ns", "transfer_bytes", "hbm_read_bytes",
                 "hbm_write_bytes", "operands", "framework_op"]

@@ -5,7 +5,9 @@ is free and whose semaphore waits hold starts. TensorE has two resources: LoadSt
 the next weights while the previous MultiplyMoving streams (background LS, S1), and a
 MultiplyMoving needs the array loaded by the LoadStationary before it. A DMA queue triggers its
 transfers in order as soon as their waits hold; each transfer's descriptors spread round-robin
-over the 16 DMA engines, which serve them FIFO after the fixed issue latency. Compiled with numba
+over the 16 DMA engines, which serve them FIFO after the fixed issue latency. A Program spread over
+the physical cores of a logical core (LNC=2) has streams per physical core (``pcore``): each core
+has its own TensorE state and its own 16 DMA engines. Compiled with numba
 so large programs simulate at millions of instructions per second.
 """
 
@@ -59,7 +61,7 @@ def _heap_pop(ht, hi, size):
 @njit(cache=True)
 def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, sig_sem, sig_val, sig_set,
              dma_desc, dma_desc_ns, dma_fixed_ns, stream_ptr, stream_instr, n_streams, n_sems, n_dma_engines,
-             throttle, throttle_idle_ns, throttle_ramp_ns, throttle_start):
+             throttle, throttle_idle_ns, throttle_ramp_ns, throttle_start, pcore, n_cores):
     start = np.full(n, -1.0)
     end = np.full(n, -1.0)
     data_start = np.full(n, -1.0)
@@ -68,13 +70,14 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
     free = np.zeros(n_streams)          # when each stream may start its next instruction
     sem = np.zeros(n_sems, np.int64)
     sem_time = np.zeros(n_sems)
-    eng_free = np.zeros(n_dma_engines)
-    rr = 0
-    ls_free = 0.0
-    mm_free = 0.0
-    ls_end = 0.0
-    pe_last_end = -1e30
-    pe_busy_since = 0.0
+    # per physical core: its DMA engines, round-robin position and TensorE state
+    eng_free = np.zeros(n_cores * n_dma_engines)
+    rr = np.zeros(n_cores, np.int64)
+    ls_free = np.zeros(n_cores)
+    mm_free = np.zeros(n_cores)
+    ls_end = np.zeros(n_cores)
+    pe_last_end = np.full(n_cores, -1e30)
+    pe_busy_since = np.zeros(n_cores)
     ht = np.empty(n + 1)
     hi = np.empty(n + 1, np.int64)
     hsize = 0
@@ -86,12 +89,13 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
             while heads[s] < stream_ptr[s + 1]:
                 i = stream_instr[heads[s]]
                 k = kind[i]
+                c = pcore[i]
                 if k == KIND_LS:
-                    gate = ls_free
+                    gate = ls_free[c]
                 elif k == KIND_MM:
-                    gate = max(mm_free, ls_end)
+                    gate = max(mm_free[c], ls_end[c])
                 elif k == KIND_PE:
-                    gate = max(mm_free, ls_free)
+                    gate = max(mm_free[c], ls_free[c])
                 elif k == KIND_DMA:
                     gate = 0.0
                 else:
@@ -120,8 +124,9 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
                     extra = nd % n_dma_engines
                     fin = ready
                     first = 1e300
+                    base = c * n_dma_engines
                     for j in range(n_dma_engines):
-                        e = (rr + j) % n_dma_engines
+                        e = base + (rr[c] + j) % n_dma_engines
                         cnt = per + (1 if j < extra else 0)
                         if cnt == 0:
                             continue
@@ -132,7 +137,7 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
                             first = st
                         if en > fin:
                             fin = en
-                    rr = (rr + max(extra, 1)) % n_dma_engines
+                    rr[c] = (rr[c] + max(extra, 1)) % n_dma_engines
                     data_start[i] = first if first < 1e300 else ready
                     # a queue completes its transfers in FIFO order, so its semaphore counts them in order
                     fin = max(fin, free[s])
@@ -142,17 +147,17 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
                     dur = base_ns[i] + (dep_ns[i] if waited else 0.0)
                     if k == KIND_MM or k == KIND_PE:
                         if throttle:
-                            if now - pe_last_end > throttle_idle_ns:
-                                pe_busy_since = now
-                            frac = min(1.0, (now - pe_busy_since) / throttle_ramp_ns)
+                            if now - pe_last_end[c] > throttle_idle_ns:
+                                pe_busy_since[c] = now
+                            frac = min(1.0, (now - pe_busy_since[c]) / throttle_ramp_ns)
                             dur = dur / (throttle_start + (1.0 - throttle_start) * frac)
-                        mm_free = now + dur
-                        pe_last_end = now + dur
+                        mm_free[c] = now + dur
+                        pe_last_end[c] = now + dur
                         if k == KIND_PE:
-                            ls_free = now + dur
+                            ls_free[c] = now + dur
                     elif k == KIND_LS:
-                        ls_free = now + dur
-                        ls_end = now + dur
+                        ls_free[c] = now + dur
+                        ls_end[c] = now + dur
                     else:
                         free[s] = now + dur
                     end[i] = now + dur

@@ -26,7 +26,7 @@ KIND_COMPUTE, KIND_LS, KIND_MM, KIND_DMA, KIND_PE = 0, 1, 2, 3, 4
 @dataclass
 class Encoded:
     n: int
-    stream: np.ndarray        # int32 [n]: 0..4 engines, 5+q DMA queue q
+    stream: np.ndarray        # int32 [n]: 0..4 engines (of the instruction's physical core), 5+q DMA queue q
     kind: np.ndarray          # int8 [n]
     base_ns: np.ndarray       # float64 [n]: cost without the dependency overhead
     dep_ns: np.ndarray        # float64 [n]: overhead added when the instruction waited on another engine
@@ -42,8 +42,10 @@ class Encoded:
     dma_fixed_ns: np.ndarray  # float64 [n]
     stream_ptr: np.ndarray    # int64 [S+1] CSR of instruction indices per stream, in program order
     stream_instr: np.ndarray
-    n_streams: int
+    n_streams: int            # streams the simulator runs: engines and queues of every physical core
     n_sems: int
+    pcore: np.ndarray         # int8 [n]: the physical core of each instruction (0 unless LNC > 1)
+    n_cores: int
     # reporting columns
     flops_model: np.ndarray
     flops_hw: np.ndarray
@@ -56,7 +58,9 @@ class Encoded:
 
     @property
     def stream_names(self) -> list[str]:
-        return list(ENGINE_STREAMS) + [f"q{q}" for q in range(self.n_streams - len(ENGINE_STREAMS))]
+        """The simulator's streams: each physical core's engines (``vector``, ``vector@nc1``...), then queues."""
+        engines = [e + (f"@nc{c}" if c else "") for c in range(self.n_cores) for e in ENGINE_STREAMS]
+        return engines + [f"q{q}" for q in range(self.n_streams - len(engines))]
 
 
 def encode(program: Program, spec: HardwareSpec, *, columns: Columns | None = None) -> Encoded:
@@ -98,9 +102,15 @@ def _assemble(program: Program, table: np.ndarray, wait_ptr, wait_sem, wait_val,
     n = len(table)
     col = {name: np.ascontiguousarray(table[:, j]) for j, name in enumerate(_COLUMNS)}
     stream = col["stream"].astype(np.int32)
-    n_streams = len(ENGINE_STREAMS) + len(program.queues)
-    order = np.argsort(stream, kind="stable")
-    counts = np.bincount(stream, minlength=n_streams) if n else np.zeros(n_streams, np.int64)
+    # each physical core runs its own engine streams; DMA queues are already per core (compiler.lnc)
+    n_cores, tags = program.physical_cores()
+    pcore = tags if tags is not None else np.zeros(n, np.int8)
+    n_eng = len(ENGINE_STREAMS)
+    sim_stream = np.where(stream < n_eng, stream + n_eng * pcore, stream + n_eng * (n_cores - 1)) if n_cores > 1 \
+        else stream
+    n_streams = n_eng * n_cores + len(program.queues)
+    order = np.argsort(sim_stream, kind="stable")
+    counts = np.bincount(sim_stream, minlength=n_streams) if n else np.zeros(n_streams, np.int64)
     stream_ptr = np.zeros(n_streams + 1, np.int64)
     np.cumsum(counts, out=stream_ptr[1:])
     ints = {k: col[k].astype(np.int64) for k in
@@ -110,7 +120,8 @@ def _assemble(program: Program, table: np.ndarray, wait_ptr, wait_sem, wait_val,
         wait_ptr=wait_ptr, wait_sem=wait_sem, wait_val=wait_val, sig_ptr=sig_ptr, sig_sem=sig_sem, sig_val=sig_val,
         sig_set=sig_set, dma_desc=col["dma_desc"].astype(np.int64), dma_desc_ns=col["dma_desc_ns"],
         dma_fixed_ns=col["dma_fixed_ns"], stream_ptr=stream_ptr, stream_instr=order.astype(np.int64),
-        n_streams=n_streams, n_sems=len(program.semaphores), flops_model=col["flops_model"],
+        n_streams=n_streams, n_sems=len(program.semaphores), pcore=np.ascontiguousarray(pcore, np.int8),
+        n_cores=n_cores, flops_model=col["flops_model"],
         flops_hw=col["flops_hw"], **ints,
     )
 

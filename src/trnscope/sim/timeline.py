@@ -23,12 +23,17 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
 
 
 def track_name(program: Program, enc: Encoded, i: int) -> str:
-    """Device-trace row of instruction i, named as Neuron Explorer names it."""
+    """Device-trace row of instruction i, named as Neuron Explorer names it. Under LNC=2 every engine
+    appears per physical core (S25's ``pcore_idx``): physical core 1's rows are ``Vector@nc1``...
+    (its DMA queues are named so by the compiler)."""
     s = int(enc.stream[i])
     if s < len(ENGINE_STREAMS):
         if s == 0:
-            return "Tensor" if enc.kind[i] == KIND_LS else "TensorMatrix"
-        return ENGINE_STREAMS[s].capitalize() if s != 3 else "GpSimd"
+            name = "Tensor" if enc.kind[i] == KIND_LS else "TensorMatrix"
+        else:
+            name = ENGINE_STREAMS[s].capitalize() if s != 3 else "GpSimd"
+        core = int(enc.pcore[i])
+        return f"{name}@nc{core}" if core else name
     return program.queues[s - len(ENGINE_STREAMS)].name
 
 
@@ -66,6 +71,7 @@ class DeviceTimeline:
                 "end_ns": float(self.end_ns[i]),
                 "duration_ns": float(self.end_ns[i] - self.start_ns[i]),
                 "engine": ins.engine.value,
+                "pcore_idx": int(enc.pcore[i]),
                 "timeline_track": self.track(i),
                 "opcode": ins.OPCODE,
                 "operands": " ".join(ap.describe() for ap in (*ins.reads(), *ins.writes())),
@@ -94,7 +100,8 @@ def summarize(program: Program, spec: HardwareSpec, enc: Encoded, start: np.ndar
               data_start: np.ndarray, wait_ns: np.ndarray) -> dict:
     n = enc.n
     total = float(end.max()) if n else 0.0
-    summary: dict = {"total_time_ns": total, "instruction_count": n, "target": spec.name}
+    summary: dict = {"total_time_ns": total, "instruction_count": n, "target": spec.name,
+                     "lnc": spec.lnc, "physical_cores_used": int(len(np.unique(enc.pcore))) if n else 0}
     engines: dict[str, dict] = {}
     for s, name in enumerate(ENGINE_STREAMS):
         mask = enc.stream == s

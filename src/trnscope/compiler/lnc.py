@@ -1,0 +1,265 @@
+"""Spreading a kernel over the physical cores of a logical NeuronCore (LNC=2, S23).
+
+A NEFF compiled for LNC=2 holds instructions for each of the logical core's two physical cores,
+which share HBM but each have their own engines, SBUF, PSUM and DMA queues (S23, the NKI LNC guide).
+The kernel emitters know nothing of this: they write a kernel for one core, and this module shards
+it, generically, the way the compiler shards a graph's independent work:
+
+1. The kernel is built once as usual. :func:`core_masks` follows its on-chip dataflow backwards:
+   every instruction that writes HBM (a store of an output tile) is given to one physical core -
+   contiguous halves of the stores in program order, balanced by bytes stored - and every
+   instruction is needed on the cores whose stores read its result, through SBUF/PSUM and TensorE's
+   loaded weights. What both halves read (a weight block, an identity matrix, a constant) is
+   emitted on both cores, as each core must load or compute it into its own SBUF.
+2. The kernel is built again through a :class:`PairBuilder`, which sends each emitted instruction
+   to its cores: a per-core set of SBUF/PSUM regions, engine streams and DMA queues (so the
+   semaphores of one core never order the other's on-chip work), and one shared record of HBM
+   accesses, so a core that reads HBM the other core writes waits for it.
+
+The result is one Program whose ``meta["pcore"]`` names each instruction's physical core; the
+simulator gives each core its own engines and 16 DMA engines and the interpreter its own SBUF/PSUM.
+A kernel with a single store (a full reduction) stays on core 0: spreading it needs a cross-core
+combine the emitters do not write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from ..hw import HardwareSpec
+from ..isa import AP, Dma, DmaScatter, Engine, Instruction, LoadStationary, MultiplyMoving, Program, Space
+from ..isa.program import LNC_META, PCORE_META
+from .builder import KernelBuilder
+
+MakeBuilder = Callable[[Program, HardwareSpec], KernelBuilder]
+
+
+def _box(ap: AP) -> tuple[Space, int, int, int, int]:
+    """(space, partitions [p0, p1), bytes [b0, b1) in each partition) an on-chip pattern may touch."""
+    isz = ap.dtype.itemsize
+    below = sum(min(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
+    above = sum(max(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
+    return ap.space, ap.start, ap.start + ap.partitions, ap.offset + below, ap.offset + above + isz
+
+
+def _trimmed(recs: list, p0: int, p1: int, b0: int, b1: int) -> list:
+    """The write records left once a dense write covers partitions [p0, p1) x bytes [b0, b1)."""
+    out = []
+    for r in recs:
+        if not (r[0] < p1 and p0 < r[1] and r[2] < b1 and b0 < r[3]) or not (p0 <= r[0] and r[1] <= p1):
+            out.append(r)  # untouched, or only some of its partitions are rewritten
+            continue
+        if r[2] < b0:
+            out.append((r[0], r[1], r[2], b0, r[4]))
+        if b1 < r[3]:
+            out.append((r[0], r[1], b1, r[3], r[4]))
+    return out
+
+
+def _accumulates(ins: Instruction) -> bool:
+    """Whether the instruction adds into what it writes (so it reads it too)."""
+    return bool(getattr(ins, "accumulate", False)) and isinstance(ins, (MultiplyMoving, Dma, DmaScatter))
+
+
+def core_masks(program: Program, n_cores: int) -> list[int] | None:
+    """Per instruction, a bit mask of the physical cores that need it; None when the kernel has fewer
+    than two independent stores (nothing to spread)."""
+    instrs = program.instructions
+    n = len(instrs)
+    producers: list[tuple[int, ...]] = [()] * n
+    records: dict[Space, list[tuple[int, int, int, int, int]]] = {Space.SBUF: [], Space.PSUM: []}
+    sink_weight: list[tuple[int, int]] = []
+    last_ls = -1
+    for i, ins in enumerate(instrs):
+        deps: list[int] = []
+        reads = list(ins.reads())
+        writes = ins.writes()
+        if _accumulates(ins):
+            reads.extend(writes)
+        for ap in reads:
+            if ap.space is Space.HBM:
+                continue
+            space, p0, p1, b0, b1 = _box(ap)
+            for r in records[space]:
+                if r[0] < p1 and p0 < r[1] and r[2] < b1 and b0 < r[3]:
+                    deps.append(r[4])
+        if isinstance(ins, MultiplyMoving) and last_ls >= 0:
+            deps.append(last_ls)  # the weights TensorE holds
+        if isinstance(ins, LoadStationary):
+            last_ls = i
+        stored = 0
+        for ap in writes:
+            if ap.space is Space.HBM:
+                stored += ap.nbytes
+                continue
+            space, p0, p1, b0, b1 = _box(ap)
+            recs = records[space]
+            if ap.contiguous_run() == ap.free_size:  # dense: it replaces the bytes it covers
+                recs[:] = _trimmed(recs, p0, p1, b0, b1)
+            recs.append((p0, p1, b0, b1, i))
+        if stored:
+            sink_weight.append((i, stored))
+        if deps:
+            producers[i] = tuple(set(deps))
+    if len(sink_weight) < 2:
+        return None
+    total = sum(w for _, w in sink_weight)
+    masks = [0] * n
+    acc = 0
+    for i, w in sink_weight:
+        core = min(n_cores - 1, int(n_cores * (acc + w / 2) / total))
+        masks[i] = 1 << core
+        acc += w
+    for i in range(n - 1, -1, -1):
+        m = masks[i]
+        if m == 0:
+            continue
+        for p in producers[i]:
+            masks[p] |= m
+    if all(m == masks[-1] for m in masks):
+        return None
+    return [m or 1 for m in masks]
+
+
+# an HBM pattern with more contiguous runs than this is taken to overlap whatever its span overlaps
+MAX_RUNS = 1 << 16
+
+
+def _runs(ap: AP) -> tuple[np.ndarray, int] | None:
+    """(sorted start elements of the pattern's contiguous runs, run length), None when too many."""
+    run = ap.contiguous_run()
+    outer = [(ap.pstride, ap.partitions)]
+    merged = 1
+    for stride, size in reversed(ap.dims):
+        if size == 1:
+            continue
+        if merged < run:  # inside the contiguous run
+            merged *= size
+            continue
+        outer.append((stride, size))
+    if np.prod([size for _, size in outer], dtype=np.int64) > MAX_RUNS:
+        return None
+    starts = np.array([ap.offset], np.int64)
+    for stride, size in outer:
+        starts = (starts[:, None] + stride * np.arange(size, dtype=np.int64)[None, :]).ravel()
+    return np.sort(starts), run
+
+
+def disjoint(a: AP, b: AP) -> bool:
+    """Whether two HBM patterns of one tensor touch no common element (exactly; False when unsure)."""
+    ra, rb = _runs(a), _runs(b)
+    if ra is None or rb is None:
+        return False
+    (sa, la), (sb, lb) = ra, rb
+    # for each run of b, the last run of a starting before b's end must end before b starts
+    k = np.searchsorted(sa, sb + lb, side="left") - 1
+    hit = k >= 0
+    return not bool(np.any(sa[k[hit]] + la > sb[hit]))
+
+
+class _Mismatch(RuntimeError):
+    """The second build emitted other instructions than the first (a kernel that is not deterministic)."""
+
+
+class PairBuilder(KernelBuilder):
+    """A builder that emits each instruction on the physical cores ``masks`` gives it (see module doc)."""
+
+    def __init__(self, program: Program, spec: HardwareSpec, masks: list[int], expected: list[type]):
+        super().__init__(program, spec)
+        self._masks, self._expected, self._k = masks, expected, 0
+        self.n_cores = spec.lnc
+        self.pcores: list[int] = []
+        own = (self._regions, self._region_at)
+        self._states = [own] + [({Space.SBUF: [], Space.PSUM: []}, {Space.SBUF: {}, Space.PSUM: {}})
+                                for _ in range(self.n_cores - 1)]
+        self._queue_on: dict[tuple[int, int], int] = {}
+        # records of both cores' HBM accesses are kept longer before they fold into a floor (which
+        # would order every later access after the other core's work)
+        self.max_hbm_records = 1024
+
+    def _use(self, core: int) -> None:
+        self._regions, self._region_at = self._states[core]
+        self._suffix = f"@nc{core}" if core else ""
+
+    def _new_region(self, space: Space, start: int, end: int):
+        # every physical core allocates the same tiles in its own SBUF/PSUM
+        current = (self._regions, self._region_at)
+        made = None
+        for state in self._states:
+            self._regions, self._region_at = state
+            region = super()._new_region(space, start, end)
+            if state is current:
+                made = region
+        self._regions, self._region_at = current
+        return made
+
+    def _hbm_deps(self, scan, lo, hi, ap, stream):
+        # the other core's accesses: only where the elements really meet (tiles of one tensor often
+        # have overlapping spans, and a false dependency would serialise the cores)
+        mine = stream.rpartition("@")[2] if "@" in stream else ""
+        out = []
+        for r in scan:
+            if r.lo <= hi and lo <= r.hi:
+                theirs = r.stream.rpartition("@")[2] if "@" in r.stream else ""
+                if theirs != mine and r.ap is not None and disjoint(ap, r.ap):
+                    continue
+                out.append((r.stream, r.count))
+        return out
+
+    def _queue(self, core: int, queue: int) -> int:
+        key = (core, queue)
+        q = self._queue_on.get(key)
+        if q is None:
+            decl = self.p.queues[queue]
+            q = self._queue_on[key] = self.queue(f"{decl.name}@nc{core}", decl.kind)
+        return q
+
+    def emit(self, ins: Instruction) -> Instruction:
+        k = self._k
+        self._k += 1
+        if k >= len(self._masks) or type(ins) is not self._expected[k]:
+            raise _Mismatch(k)
+        mask = self._masks[k]
+        cores = [c for c in range(self.n_cores) if mask >> c & 1]
+        copies = [ins] + [dataclasses.replace(ins) for _ in cores[1:]]  # before add() completes the first
+        out = ins
+        for core, one in zip(cores, copies):
+            if core and one.ENGINE is Engine.DMA:
+                one = dataclasses.replace(one, queue=self._queue(core, one.queue))
+            self._use(core)
+            out = super().emit(one)
+            self.pcores.append(core)
+        self._use(0)
+        return out
+
+
+def spread(build: Callable[[MakeBuilder], Program], spec: HardwareSpec) -> Program:
+    """``build(make_builder)`` builds a kernel with the builder ``make_builder(program, spec)`` gives.
+    At LNC=1 it runs once; at LNC=2 twice, the second time through a :class:`PairBuilder`."""
+    program = build(KernelBuilder)
+    if spec.lnc <= 1:
+        return program
+    masks = core_masks(program, spec.lnc)
+    if masks is None:
+        return program
+    expected = [type(ins) for ins in program.instructions]
+    made: list[PairBuilder] = []
+
+    def pair(prog: Program, sp: HardwareSpec) -> PairBuilder:
+        kb = PairBuilder(prog, sp, masks, expected)
+        made.append(kb)
+        return kb
+
+    try:
+        shared = build(pair)
+    except _Mismatch:
+        return program
+    kb = made[-1] if made else None
+    if kb is None or kb._k != len(expected) or len(kb.pcores) != len(shared.instructions):
+        return program  # something emitted past the builder: keep the one-core kernel
+    shared.meta[LNC_META] = spec.lnc
+    shared.meta[PCORE_META] = "".join(map(str, kb.pcores))
+    return shared
