@@ -35,6 +35,16 @@ class ProfileError(ValueError):
         super().__init__(f"{path}: {problem}" + (f". {hint}" if hint else ""))
 
 
+class IncompleteProfile(ProfileError):
+    """A profile directory whose export stopped before its framework trace: ``problems`` says what
+    is missing, ``files`` what is there."""
+
+    def __init__(self, path: str | Path, files: ProfileFiles) -> None:
+        self.files = files
+        self.problems = files.problems()
+        super().__init__(path, "an incomplete profile: " + "; ".join(self.problems), "Record the profile again")
+
+
 @dataclass
 class Profile:
     path: Path
@@ -121,6 +131,8 @@ def load_profile(path: str | Path, cache: TraceCache | None = None) -> Profile:
 
 def _load_neuron(path: Path, cache: TraceCache | None) -> Profile:
     files = scan_profile_dir(path)
+    if files.framework_trace is None:  # an export that stopped early: say what is there and missing
+        raise IncompleteProfile(path, files)
     sources = [p for p in (files.framework_trace, files.system_trace, files.cpu_util) if p is not None]
 
     def build() -> Trace:

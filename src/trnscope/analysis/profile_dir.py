@@ -81,7 +81,13 @@ class ProfileFiles:
         elif not self.manifest.get("complete"):
             out.append(f"the profile is marked incomplete: {self.manifest.get('reason') or 'no reason given'}")
         if self.manifest:
-            out.extend(str(w).strip().splitlines()[0] for w in self.manifest.get("warnings") or [] if str(w).strip())
+            window = self.manifest.get("window")
+            ended = window.get("ended_on_exception") if isinstance(window, dict) else None
+            if ended:
+                out.append(f"the recording window ended on an exception ({ended})")
+            warnings = self.manifest.get("warnings")
+            if isinstance(warnings, list):
+                out.extend(str(w).strip().splitlines()[0] for w in warnings if str(w).strip())
             out.extend(self._size_mismatches())
         if self.framework_trace is None:
             out.append("no trace.json (framework trace) in the directory")
@@ -91,7 +97,10 @@ class ProfileFiles:
     def _size_mismatches(self) -> list[str]:
         """Files whose size differs from what the manifest recorded (cheap: no hashing)."""
         out = []
-        for item in (self.manifest or {}).get("files") or []:
+        listed = (self.manifest or {}).get("files")
+        for item in listed if isinstance(listed, list) else []:
+            if not isinstance(item, dict):
+                continue
             name, expected = item.get("path"), item.get("bytes")
             if not isinstance(name, str) or not isinstance(expected, int) or "/" in name or "\\" in name:
                 continue
@@ -107,16 +116,21 @@ class ProfileFiles:
 
 
 def is_profile_dir(path: Path) -> bool:
-    """A directory with a profile manifest, or with a framework trace beside a system trace or NTFFs."""
+    """A directory with a profile manifest, or with a framework trace beside a system trace, or
+    with NEFF/NTFF files named as a profile names them (an export that was killed before its
+    manifest: listed, as incomplete, rather than ignored)."""
     if not path.is_dir():
         return False
     if (path / MANIFEST).is_file():
         head = _head(path / MANIFEST, 512)
         if MANIFEST_SCHEMA.encode() in head:
             return True
-    if (path / FRAMEWORK_TRACE).is_file():
-        return (path / SYSTEM_TRACE).is_file() or any(path.glob("*.ntff"))
-    return False
+    if (path / FRAMEWORK_TRACE).is_file() and (path / SYSTEM_TRACE).is_file():
+        return True
+    try:
+        return any(_NTFF_NAME.match(p.name) or _NEFF_NAME.match(p.name) for p in path.iterdir())
+    except OSError:
+        return False
 
 
 def scan_profile_dir(path: str | Path) -> ProfileFiles:

@@ -25,13 +25,27 @@ _OP_COLUMNS = (("calls", 0), ("CPU self", 100), ("CPU total", 0), ("device self"
                ("dispatches", 90))
 
 
+def _load_analysis(path: Path):
+    """The analysis of one profile or trace; raises ProfileError for what cannot be opened."""
+    from ..analysis import ProfileAnalysis, load_profile
+
+    return ProfileAnalysis(load_profile(path))
+
+
 def _load(path: Path):
-    from ..analysis import ProfileAnalysis, ProfileError, load_profile
+    from ..analysis import ProfileError
 
     try:
-        return ProfileAnalysis(load_profile(path))
+        return _load_analysis(path)
     except ProfileError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _rule(name: str):
+    from rich.rule import Rule
+    from rich.text import Text
+
+    return Rule(Text(str(name)), style="dim")
 
 
 def _targets(path: Path) -> tuple[list[tuple[str | None, Path]], bool]:
@@ -76,24 +90,44 @@ class SummaryCommand:
         parser.add_argument("--wide", action="store_true", help="full names, whatever the terminal's width")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from ..analysis import ProfileError
+
         targets, searched = _targets(args.profile)
+        failed = 0
         if args.json:
             out = []
             for name, path in targets:
-                a = _load(path)
+                try:
+                    a = _load_analysis(path)
+                except ProfileError as exc:
+                    if not searched:
+                        raise ValueError(str(exc)) from None
+                    failed += 1  # one unreadable profile among many: listed with its reason
+                    out.append({"name": name, "path": str(path), "complete": False, "error": str(exc),
+                                "problems": getattr(exc, "problems", [exc.problem])})
+                    continue
                 data = a.to_dict()
                 data["name"] = name or a.profile.name
                 data["path"] = str(path)
+                data["complete"] = a.profile.files.complete if a.profile.files is not None else True
                 data["ops"] = [vars(o) for o in a.ops.ops[: args.top]]
                 out.append(data)
             _write_json(out if searched else out[0])
-            return 0
+            return 1 if failed else 0
         if searched:
             console.print(_text(f"{len(targets)} profile(s) under {args.profile}"), highlight=False)
         for name, path in targets:
-            a = _load(path)
+            try:
+                a = _load_analysis(path)
+            except ProfileError as exc:
+                if not searched:
+                    raise ValueError(str(exc)) from None
+                failed += 1
+                console.print(_rule(name or path.name))
+                console.print(_text(f"not summarised: {exc}"), style="bold red", highlight=False)
+                continue
             _print_summary(console, name or a.profile.name, a, args.top, args.wide)
-        return 0
+        return 1 if failed else 0
 
 
 def _print_summary(console: Console, name: str, a, top: int, wide: bool) -> None:
@@ -103,6 +137,10 @@ def _print_summary(console: Console, name: str, a, top: int, wide: bool) -> None
     h = a.headline()
     idle = a.idle
     console.print(Rule(Text(f"{name} ({a.profile.kind} · {h['device_label']})"), style="dim"))
+    files = a.profile.files
+    if files is not None and not files.complete:
+        # before any figure: they describe only what was written before the export stopped
+        console.print(Text(f"INCOMPLETE profile: {'; '.join(files.problems())}", style="bold red"), highlight=False)
     line = (f"Window {duration(h['wall_ns'])}; device busy {duration(idle.busy_ns)} in {count(h['executions'])} "
             f"executions ({count(h['dispatches'])} kernel dispatches, {count(h['programs'])} distinct "
             f"{'NEFFs' if h['device_kind'] == 'neuron' else 'kernels'}); regime: {h['regime']}")

@@ -36,7 +36,9 @@ class CpuFallbackWarning(UserWarning):
 
 
 def _fallback_disabled() -> bool:
-    return os.environ.get(FALLBACK_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+    # Any value but an explicit "off" is strict: a user who set the variable (to 2, to "strict")
+    # meant it, and must not be told by the warning to set what is already set.
+    return os.environ.get(FALLBACK_ENV, "0").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _tensors(obj) -> list[torch.Tensor]:
@@ -50,6 +52,12 @@ def _tensors(obj) -> list[torch.Tensor]:
     if isinstance(obj, dict):
         return _tensors(list(obj.values()))
     return []
+
+
+def _dtypes(call: OpCall) -> str:
+    """The dtypes an op was called with, for the strict-fallback error ("inputs float64, int64")."""
+    names = dict.fromkeys(str(t.dtype).removeprefix("torch.") for t in _tensors(call.args) + _tensors(call.kwargs))
+    return f"inputs {', '.join(names)}" if names else "no tensor inputs"
 
 
 def _device_index(call: OpCall) -> int:
@@ -241,8 +249,8 @@ class RuntimeExecutor:
         already computed them inside its cut (the CPU work is then the host-cost model's)."""
         if _fallback_disabled():
             raise NeuronFallbackError(
-                f"{name} would run on the CPU ({reason}) and CPU fallback is disabled ({FALLBACK_ENV}=1): unset it "
-                f"to run {name} on the CPU, or avoid the op")
+                f"{name} would run on the CPU ({reason}; {_dtypes(call)}) and CPU fallback is disabled "
+                f"({FALLBACK_ENV}=1): unset it to run {name} on the CPU, or avoid the op")
         self._warn(name, reason)
         nbytes = sum(t.nbytes for t in _tensors(call.args) + _tensors(call.kwargs) if t.device.type == "neuron")
         core.synchronize()
@@ -273,8 +281,8 @@ class RuntimeExecutor:
         src_dev, dst_dev = src.device, dst.device
         if src_dev.type == "neuron" and dst_dev.type == "neuron":  # device to device: a DMA kernel
             name = functional_name(call.op)
-            if not has_lowering(name):
-                return call.run_on_host()
+            if not has_lowering(name):  # the one fallback path: warned, recorded, refused when strict
+                return self._fallback(call, core, name)
             if src_dev.index == dst_dev.index:
                 return self._kernel_cut(call, core, name)
             # between two NeuronCores: the copy runs on the source core's DMA queues once both

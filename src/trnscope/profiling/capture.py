@@ -236,6 +236,7 @@ class Window:
         self.native_tid: dict[int, int] = {}        # threading.get_ident() -> OS thread id
         self.span_of: dict[int, int] = {}           # execution seq -> number of its dispatch span
         self.hook_errors: list[str] = []
+        self.ended_on_exception: str | None = None  # "KeyError: 'x'" when the user's block raised
         self.sampler: HostSampler | None = None
         self.exported: list = []
         self._saved: list[tuple] = []
@@ -421,6 +422,11 @@ def _exit(self, exc_type, exc_val, exc_tb):
     closing = w is not None and w.open
     if closing:
         global _active
+        # torch.profiler.profile closes this inner profile with (None, None, None) even when the
+        # user's block raised; the exception being handled is still visible here.
+        error = exc_val if exc_val is not None else sys.exc_info()[1]
+        if error is not None:
+            w.ended_on_exception = f"{type(error).__name__}: {error}"[:500]
         w.end()
         with _active_lock:
             if _active is w:

@@ -12,10 +12,12 @@ hand after a ``with profile(...)`` block). Each call writes
         host_mem.json                    host memory samples                                  HOST_MEMORY
         manifest.json                    every file with size and sha256; "complete"          always, last
 
-Every file is written under a temporary name and renamed into place; ``manifest.json`` comes last,
-so a directory without a manifest, or with ``"complete": false`` and a ``reason``, is a profile
-that did not finish. A failure never propagates into the training loop: it is recorded in the
-manifest and warned about.
+Every file is written under a temporary name and renamed into place. ``manifest.json`` is written
+first, saying ``"complete": false`` with the reason :data:`INTERRUPTED`, and rewritten last with
+what was written: a process killed (or interrupted) mid-export leaves a directory that every reader
+lists as incomplete. A failure never propagates into the training loop (a full disk included): it
+is recorded in the manifest where it still can be, and warned about naming the folder and the cause.
+A window that ended because the user's code raised says so in ``window.ended_on_exception``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .framework_trace import FrameworkView, neff_file_name, ntff_name, write_jso
 
 MANIFEST_SCHEMA = "trnscope-profile-manifest"
 MANIFEST_VERSION = 1
+INTERRUPTED = "the export did not finish (the process was killed or interrupted while writing the profile)"
 
 
 def _sha256(path: Path) -> str:
@@ -78,7 +81,12 @@ class NeuronProfiler:
             raise RuntimeError("export_trace: the profiling window is still recording; call it from on_trace_ready "
                                "or after the profile context has exited")
         cfg = w.config
-        out_dir = self._window_dir(cfg, w)
+        try:
+            out_dir = self._window_dir(cfg, w)
+            self._write_manifest(out_dir, w, cfg, [], False, INTERRUPTED, [])
+        except Exception as exc:  # a full disk, a read-only folder: warn, never break the user's loop
+            warn_once(None, "", f"no profile written under {cfg.profile_output_dir}: {type(exc).__name__}: {exc}")
+            return None
         files: list[dict] = []
         warnings_list: list[str] = []
         complete, reason = True, None
@@ -101,8 +109,12 @@ class NeuronProfiler:
         if w.missing:
             warnings_list.append(f"{len(w.missing)} device execution(s) in flight at window close were not captured; "
                                  f"call torch.neuron.synchronize() before prof.step()")
-        self._write_manifest(out_dir, w, cfg, files, complete, reason, warnings_list)
+        try:
+            self._write_manifest(out_dir, w, cfg, files, complete, reason, warnings_list)
+        except Exception as exc:  # the provisional manifest stays: the profile reads as interrupted
+            complete, reason = False, f"manifest.json not rewritten ({type(exc).__name__}: {exc})"
         if not complete:
+            _remove_temporary_files(out_dir)
             warn_once(None, "", f"the profile in {out_dir} is incomplete: {reason}")
         w.exported.append(out_dir)
         self.exports.append(out_dir)
@@ -239,7 +251,8 @@ class NeuronProfiler:
 
         # files on disk that the manifest does not list (left by a failure) make it incomplete
         listed = {f["path"] for f in files}
-        stray = sorted(p.name for p in out_dir.iterdir() if p.name not in listed and p.name != "manifest.json")
+        stray = sorted(p.name for p in out_dir.iterdir()
+                       if p.name not in listed and p.name != "manifest.json" and not _is_temporary(p.name))
         if stray and complete:
             complete, reason = False, f"unlisted files in the directory: {stray}"
         doc = {
@@ -264,12 +277,27 @@ class NeuronProfiler:
                 "executions": len(w.records),
                 "kernels": sum(1 for r in w.records if r.kind == "kernel"),
                 "missing_in_flight": len(w.missing),
+                "ended_on_exception": w.ended_on_exception,
             },
             "config": cfg.to_dict(),
             "warnings": warnings_list,
             "files": files,
         }
         write_json_atomic(out_dir / "manifest.json", doc)
+
+
+def _is_temporary(name: str) -> bool:
+    return name.startswith(".") and ".tmp" in name  # write_json_atomic's and the NEFF/NTFF writers'
+
+
+def _remove_temporary_files(out_dir: Path) -> None:
+    """Half-written files of a failed export: their space is given back (the disk may be full)."""
+    for path in out_dir.iterdir():
+        if _is_temporary(path.name):
+            try:
+                path.unlink()
+            except OSError:
+                pass
 
 
 def load_manifest(directory) -> dict:

@@ -272,9 +272,13 @@ def write_json_atomic(path, doc) -> int:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no half-written copy
+        raise
     return len(data)
 
 

@@ -159,10 +159,29 @@ class JoinedJSON(NamedTuple):
                 raise TypeError("an event's 'args' is not a JSON object")
             empty = (lengths[present] == 2) & (chars[starts[present] + 1] == _CLOSE_BRACE)
             lengths[present[empty | null]] = 0  # their bytes stay in the text, unreferenced
+            for row in np.flatnonzero(lengths >= 2 * MAX_ARGS_DEPTH).tolist():
+                if not writable(text[starts[row] : starts[row] + lengths[row]]):
+                    raise TypeError(f"an event's 'args' nests more than {MAX_ARGS_DEPTH} levels deep")
         return joined
 
 
 _OPEN_BRACE, _CLOSE_BRACE, _NULL_START = ord("{"), ord("}"), ord("n")
+
+# orjson writes at most this many nested levels, and every answer that shows args (the explorer's
+# details, an export) writes them again; deeper args are refused when read instead.
+MAX_ARGS_DEPTH = 254
+
+
+def writable(args_json: bytes) -> bool:
+    """Whether the args can be read and written again. Only text with enough brackets to nest
+    MAX_ARGS_DEPTH levels is decoded to find out, so ordinary args cost two byte counts."""
+    if args_json.count(b"{") + args_json.count(b"[") < MAX_ARGS_DEPTH:
+        return True
+    try:
+        orjson.dumps(orjson.loads(args_json))
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return False
+    return True
 
 
 class ArgsBuilder:

@@ -64,6 +64,8 @@ class TraceBuilder:
         key = (pid, tid)
         track = self.track_keys.get(key)
         if track is None:
+            _check_track_key(pid)
+            _check_track_key(tid)
             track = self.track_keys[key] = len(self.track_infos)
             self.track_infos.append(TrackInfo(pid, tid))
         return track
@@ -312,6 +314,14 @@ class TraceBuilder:
             end_ts_ns=ts[target],
             end_next_slice=next_slice[target],
         )
+
+
+def _check_track_key(value: object) -> None:
+    """pid/tid are strings, numbers or absent; integers must be writable again (64 bits)."""
+    if isinstance(value, bool) or not (value is None or isinstance(value, (int, str, float))):
+        raise TypeError(f"pid/tid {value!r} is not a string or a number")
+    if isinstance(value, int) and not -(2**63) <= value < 2**64:
+        raise ValueError(f"pid/tid {value} does not fit in 64 bits")
 
 
 def _concat(parts: list[tuple[np.ndarray, ...]], dtypes: list) -> list[np.ndarray]:

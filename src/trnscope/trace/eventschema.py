@@ -48,9 +48,18 @@ def decode_events(document: bytes | bytearray | memoryview) -> list:
     """The events of a JSON array: :class:`Event` objects, or dicts for a piece that does not fit
     the schema. Malformed JSON raises ``orjson.JSONDecodeError`` (with orjson's position and
     message, which the chunker relies on)."""
+    if not document.isascii():
+        try:  # msgspec skips the fields it does not read without checking their UTF-8
+            bytes(document).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            text = bytes(document)
+            chars = len(text[: exc.start].decode("utf-8"))  # positions are in characters, as orjson's
+            raise orjson.JSONDecodeError("invalid UTF-8 (the file is damaged)", text.decode("utf-8", "replace"), chars) from None
     try:
         return _DECODER.decode(document)
-    except msgspec.DecodeError:  # includes ValidationError: the dict path decides what is wrong
+    except (msgspec.DecodeError, RecursionError):
+        # ValidationError is a DecodeError: the dict path decides what is wrong. msgspec's nesting
+        # limit is Python's recursion limit; orjson's (1024 levels) reports too-deep text itself.
         return orjson.loads(document)
 
 

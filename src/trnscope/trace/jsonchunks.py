@@ -97,6 +97,8 @@ class ChromeSource:
                 raise TraceFormatError(self.source, "the file is empty", CHROME_FORMAT_HINT)
             if window.buf.startswith(_UTF8_BOM, start):
                 start = window.skip_whitespace(start + len(_UTF8_BOM))
+                if start is None:
+                    raise TraceFormatError(self.source, "the file is empty (only a byte-order mark)", CHROME_FORMAT_HINT)
             first = window.buf[start : start + 1]
             if first == b"[":
                 open_at, header = start, None
@@ -138,6 +140,8 @@ class ChromeSource:
         """All events from one full parse; raises TraceFormatError describing what is wrong."""
         with self._open_binary() as stream:
             text = _read(stream, -1, self.source)
+        if text.lstrip(_WHITESPACE).startswith(_UTF8_BOM):
+            text = text.lstrip(_WHITESPACE)[len(_UTF8_BOM):]
         if transform is not None:
             text = transform(text)
         source = self.source

@@ -18,17 +18,19 @@ from operator import attrgetter, eq, itemgetter
 import numpy as np
 import orjson
 
-from .args import JoinedJSON
+from .args import MAX_ARGS_DEPTH, JoinedJSON
 from .builder import TraceBuilder
 from .errors import TraceFormatError
 from .eventschema import UNSET, Event, as_dict
 from .flows import PHASE_FINISH, PHASE_START, PHASE_STEP
 from .tables import SCOPE_CODES
-from .timeunits import float_us_loses_ns, parse_ns_values, us_to_ns
+from .timeunits import TIME_LIMIT_US, as_times, float_us_loses_ns, parse_ns_values, us_to_ns
 
 _FLOW_PHASES = {"s": PHASE_START, "t": PHASE_STEP, "f": PHASE_FINISH}
 _TIMED_PHASES = frozenset("XBEiICstf")
-_EVENT_HINT = "Every timed event needs a numeric 'ts' (microseconds); fix or remove the event, or re-export the trace"
+_EVENT_HINT = (
+    "Every timed event needs a numeric 'ts' (microseconds); fix or remove that event, or re-export the trace"
+)
 
 # Phase codes for splitting a chunk: flows are PHASE_* + 1, so code - 1 is the flow phase.
 _SLICE, _OTHER = 0, 4
@@ -55,7 +57,7 @@ def collect_chunk(events: list, builder: TraceBuilder, exact_ts: bool, first_ind
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         if decoded:
             events = [as_dict(event) for event in events]
-        raise _describe_bad_event(events, builder.source, first_index, exc) from None
+        raise _describe_bad_event(events, builder.source, first_index, exc, exact_ts) from None
 
 
 def _collect_decoded(events: list[Event], b: TraceBuilder, exact_ts: bool) -> None:
@@ -160,6 +162,7 @@ def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
     i_ts, i_track, i_name, i_cat, i_scope, i_args = [], [], [], [], [], []
     c_ts, c_track, c_series, c_value = [], [], [], []
     f_ts, f_track, f_phase, f_id, f_name, f_cat, f_next = [], [], [], [], [], [], []
+    be_ts, be_events = [], []
     tracks, track_for = b.track_keys, b.track_for
     string_ids, intern = b.strings.ids, b.strings.intern
     dumps = orjson.dumps
@@ -207,6 +210,8 @@ def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
             i_cat.append(intern(event.get("cat")))
             i_scope.append(SCOPE_CODES.get(event.get("s", "t"), 0))
             args = event.get("args")
+            if args is not None and type(args) is not dict:
+                raise TypeError("'args' is not an object")
             i_args.append(dumps(args) if args else b"")
         elif ph == "C":
             track = b.counter_track_for(event.get("pid"), str(event.get("name", "")))
@@ -222,16 +227,21 @@ def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
         elif ph == "M":
             _metadata_event(event, b)
         elif ph == "B" or ph == "E":
-            ts = event["ts"]
-            ts_ns = int(parse_ns_values([ts])[0] if exact_ts else us_to_ns([ts])[0])
-            b.add_begin_end(
-                track_for(event.get("pid"), event.get("tid")), ts_ns, ph,
-                event.get("name"), event.get("cat"), event.get("args"),
-            )
+            be_ts.append(event["ts"])
+            be_events.append(event)
         else:
             skipped[f"skipped_events_ph_{ph}"] += 1
 
+    # Converted with the other times, so fractional epoch stamps here also ask for the exact re-read.
     to_ns = parse_ns_values if exact_ts else _checked_us_to_ns
+    for event, ts_ns in zip(be_events, to_ns(be_ts).tolist()):
+        args = event.get("args")
+        if args is not None and type(args) is not dict:
+            raise TypeError("'args' is not an object")
+        b.add_begin_end(
+            track_for(event.get("pid"), event.get("tid")), ts_ns, event["ph"],
+            event.get("name"), event.get("cat"), args,
+        )
     b.add_slices(x_track, to_ns(x_ts), us_to_ns(x_dur), x_name, x_cat, x_args)
     b.add_instants(i_track, to_ns(i_ts), i_name, i_cat, i_scope, i_args)
     b.add_counter_samples(c_track, c_series, to_ns(c_ts), c_value)
@@ -248,7 +258,7 @@ def _flow_ids(ids: list, b: TraceBuilder) -> np.ndarray:
 
 
 def _checked_us_to_ns(values: list) -> np.ndarray:
-    array = np.asarray(values)
+    array = as_times(values)
     if float_us_loses_ns(array):
         raise NeedsExactTimestamps
     return us_to_ns(array)
@@ -279,17 +289,19 @@ def _int_or_none(value: object) -> int | None:
         return None
 
 
-def _describe_bad_event(events: list, source: str | None, first_index: int, exc: Exception) -> TraceFormatError:
+def _describe_bad_event(
+    events: list, source: str | None, first_index: int, exc: Exception, exact_ts: bool
+) -> TraceFormatError:
     """Find the first event the fast loop choked on and say what is wrong with it."""
     source = source or "<trace>"
     for offset, event in enumerate(events):
-        problem = _event_problem(event, f"event #{first_index + offset}")
+        problem = _event_problem(event, f"event #{first_index + offset}", exact_ts)
         if problem:
             return TraceFormatError(source, problem, _EVENT_HINT)
     return TraceFormatError(source, f"an event could not be read ({type(exc).__name__}: {exc})", _EVENT_HINT)
 
 
-def _event_problem(event: object, where: str) -> str | None:
+def _event_problem(event: object, where: str, exact_ts: bool = False) -> str | None:
     if not isinstance(event, dict):
         return f"{where} is a JSON {type(event).__name__}, not an object"
     ph = event.get("ph")
@@ -300,17 +312,45 @@ def _event_problem(event: object, where: str) -> str | None:
         if "ts" not in event:
             return f"{label} has no 'ts'"
         if not _is_number(event["ts"]):
-            return f"{label} has 'ts' = {event['ts']!r}, not a number"
+            return f"{label} has 'ts' = {_short(event['ts'])}, not a number"
+        ts = event["ts"]
+        if exact_ts and type(ts) is int:  # rewritten as nanoseconds (timeunits.rewrite_ts_as_ns)
+            ts = ts / 1000
+        if not abs(ts) < TIME_LIMIT_US:
+            return f"{label} has 'ts' = {ts!r} us, outside the +-{TIME_LIMIT_US} us trnscope can hold"
     for field in ("name", "cat"):
         if not isinstance(event.get(field), (str, int, float, type(None))):
             return f"{where} has a {field} that is a JSON {type(event[field]).__name__}"
+    for field in ("pid", "tid"):
+        if not _is_track_key(event.get(field)):
+            return f"{label} has '{field}' = {_short(event[field])}: not a string or an integer of at most 64 bits"
     if ph == "X" and not _is_number(event.get("dur", 0)):
-        return f"{label} has 'dur' = {event['dur']!r}, not a number"
+        return f"{label} has 'dur' = {_short(event['dur'])}, not a number"
+    if ph == "X" and not abs(event.get("dur", 0)) < TIME_LIMIT_US:
+        return f"{label} has 'dur' = {event['dur']!r} us, outside the +-{TIME_LIMIT_US} us trnscope can hold"
     if ph in _FLOW_PHASES and "id" not in event:
         return f"{label} is a flow event without an 'id'"
     if event.get("args") is not None and not isinstance(event["args"], dict):
         return f"{label} has 'args' that is not an object"
+    if event.get("args"):
+        try:
+            orjson.dumps(event["args"])
+        except orjson.JSONEncodeError:
+            return f"{label} has 'args' nested more than {MAX_ARGS_DEPTH} levels deep"
     return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_track_key(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**64  # what JSON writers (orjson) can write back
+    return value is None or isinstance(value, (str, float))
 
 
 def _is_number(value: object) -> bool:

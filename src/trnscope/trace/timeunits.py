@@ -19,17 +19,24 @@ import numpy as np
 # parsed float to the nearest nanosecond recovers the three decimals that were written.
 EXACT_FLOAT_US_LIMIT = float(2**42)
 
+# trnscope keeps times as int64 nanoseconds and adds durations to timestamps, so every time read
+# must satisfy |t| < 2**62 ns (about 146 years: epoch microseconds are 1.7e15 us = 1.7e18 ns) and
+# a timestamp plus a duration still fits in int64. Larger values are reported, never wrapped.
+TIME_LIMIT_NS = 2**62
+TIME_LIMIT_US = TIME_LIMIT_NS // 1000
+
 # "ts": 1712195495406752.797 -> "ts": 1712195495406752797 (ns). Values written another way
 # (exponents, more than three decimals) are left alone and stay microseconds; see parse_ns_values.
-_TS_TEXT = re.compile(rb'("ts"\s*:\s*-?\d+)(?:\.(\d{1,3}))?(?![\d.eE])')
+_TS_TEXT = re.compile(rb'("ts"\s*:\s*)(-?)(\d+)(?:\.(\d{1,3}))?(?![\d.eE])')
 _PADDING = {1: b"00", 2: b"0", 3: b""}
 
 
 def _ts_to_ns(match: re.Match) -> bytes:
-    fraction = match.group(2)
-    if fraction is None:
-        return match.group(1) + b"000"
-    return match.group(1) + fraction + _PADDING[len(fraction)]
+    key, sign, whole, fraction = match.groups()
+    # The number is rebuilt rather than spliced: "0.5" -> "500" and "0" -> "0" (splicing digits
+    # gave "0500" and "0000", which JSON forbids: leading zeros).
+    ns = int(whole) * 1000 + (int(fraction + _PADDING[len(fraction)]) if fraction else 0)
+    return key + (sign if ns else b"") + str(ns).encode()
 
 
 def rewrite_ts_as_ns(text: bytes) -> bytes:
@@ -37,14 +44,18 @@ def rewrite_ts_as_ns(text: bytes) -> bytes:
     return _TS_TEXT.sub(_ts_to_ns, text)
 
 
+class TimeOutOfRange(ValueError):
+    """A time too large for int64 nanoseconds (see TIME_LIMIT_NS); the reader names the event."""
+
+
 def us_to_ns(values: list) -> np.ndarray:
     """int64 ns from a list of JSON numbers in microseconds (ints, floats or a mix)."""
-    array = np.asarray(values)
+    array = as_times(values)
+    bad = _out_of_range(array, TIME_LIMIT_US)
+    if bad is not None:
+        raise TimeOutOfRange(f"a time of {bad} us is outside +-{TIME_LIMIT_US} us")
     if array.dtype.kind in "iu":
         return array.astype(np.int64) * 1000
-    if array.dtype.kind != "f":
-        # Strings, None, nested values: the caller finds the offending event and reports it.
-        raise TypeError(f"timestamps must be numbers, got values of type {array.dtype}")
     # Splitting off the integer part keeps the product exact: frac * 1000 is tiny, and the
     # integer part times 1000 is done in int64.
     whole = np.floor(array)
@@ -64,13 +75,44 @@ def float_us_loses_ns(values: list) -> bool:
 def parse_ns_values(values: list) -> np.ndarray:
     """int64 ns from ``ts`` values after :func:`rewrite_ts_as_ns`: ints are already ns; any float
     is a value the rewrite left alone (exponent, sub-ns digits) and is still microseconds."""
-    array = np.asarray(values)
+    array = as_times(values)
     if array.dtype.kind in "iu":
+        bad = _out_of_range(array, TIME_LIMIT_NS)
+        if bad is not None:
+            raise TimeOutOfRange(f"a time of {int(bad) / 1000} us is outside +-{TIME_LIMIT_US} us")
         return array.astype(np.int64)
     out = np.empty(len(values), dtype=np.int64)
     for i, value in enumerate(values):
-        out[i] = value if type(value) is int else us_to_ns([value])[0]
+        if type(value) is int:
+            if abs(value) >= TIME_LIMIT_NS:
+                raise TimeOutOfRange(f"a time of {value / 1000} us is outside +-{TIME_LIMIT_US} us")
+            out[i] = value
+        else:
+            out[i] = us_to_ns([value])[0]
     return out
+
+
+def as_times(values: list | np.ndarray) -> np.ndarray:
+    """A 1-D array of ``values``, or TypeError: booleans, strings, None and nested values are not
+    times (numpy would read ``true`` as 1 and ``[1]`` as a 2-D array). Integers past 64 bits give
+    an object array, which the range checks then reject."""
+    if isinstance(values, np.ndarray):
+        array = values
+    else:
+        if bool in set(map(type, values)):
+            raise TypeError("a time is a JSON boolean")
+        array = np.asarray(values)
+    if array.ndim != 1 or array.dtype.kind not in "iufO":
+        raise TypeError(f"times must be numbers, got values of type {array.dtype}")
+    if array.dtype.kind == "O" and not all(type(v) in (int, float) for v in array.tolist()):
+        raise TypeError("times must be numbers")
+    return array
+
+
+def _out_of_range(array: np.ndarray, limit: int) -> object:
+    """The first value with |value| >= limit (or NaN), or None."""
+    bad = ~(np.abs(array) < limit)
+    return array[np.flatnonzero(bad)[0]] if bad.any() else None
 
 
 def ns_to_us_text(ns: int) -> bytes:
