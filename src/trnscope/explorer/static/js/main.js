@@ -7,6 +7,7 @@
 //   #/p/<id>/device/<neff>/<nc>?seq=     device trace of one NEFF on one NeuronCore
 //   #/compare/<base>/<test>              compare two profiles
 
+import { applyTheme, currentTheme, initialTheme } from "./colors.js";
 import { el, fill } from "./format.js";
 import { entries, entryById, KIND_LABEL } from "./store.js";
 import { errorPanel } from "./views/common.js";
@@ -35,6 +36,7 @@ function parseHash() {
 }
 
 async function route() {
+  themeButton();
   main = document.getElementById("main");
   nav = document.getElementById("nav");
   const mine = ++generation;
@@ -95,6 +97,21 @@ function renderNav(page, id, parts) {
   }
   fill(nav, ...items);
 }
+
+// Light / dark: a button in the top bar; timelines redraw with the new colours.
+function themeButton() {
+  const bar = document.querySelector(".topbar");
+  if (!bar || bar.querySelector(".theme-toggle")) return;
+  const label = () => (currentTheme() === "dark" ? "☀ Light" : "☾ Dark");
+  const button = el("button.theme-toggle", { title: "Switch between the light and dark theme", onclick: () => {
+    applyTheme(currentTheme() === "dark" ? "light" : "dark");
+    button.textContent = label();
+    for (const t of (window.__trnscope && window.__trnscope.timelines) || []) t.requestDraw();
+  } }, label());
+  bar.append(button);
+}
+
+if (document.documentElement.dataset.theme !== initialTheme()) document.documentElement.dataset.theme = initialTheme();
 
 window.addEventListener("hashchange", route);
 // boot.js adds this module from the head: the body may still be parsing when it runs
