@@ -128,3 +128,26 @@ def test_overlapping_slices_get_sub_lanes_and_none_is_dropped(tmp_path):
             assert sum(got["merged"]) == 4  # every slice drawn or counted in a merged one
             if px == 1000:
                 assert shown == {"outer": 0, "a": 1, "b": 2, "c": 0}
+
+
+def test_sql_endpoint(client, listing):
+    entry = eid(listing, "rmsnorm/naive")
+    answer = client.get(f"/api/entries/{entry}/query", params={"sql": "SELECT name, calls FROM ops WHERE name = 'aten::mul'"})
+    assert answer.status_code == 200 and answer.json()["rows"] == [["aten::mul", 6]]
+    refused = client.get(f"/api/entries/{entry}/query", params={"sql": "DELETE FROM slices"})
+    assert refused.status_code == 400 and "read-only" in refused.json()["error"]["problem"]
+    tables = client.get(f"/api/entries/{entry}/query/tables").json()["tables"]
+    assert {"slices", "ops", "executions", "instructions"} <= {t["name"] for t in tables}
+
+
+def test_every_sql_table_and_column_is_documented():
+    from pathlib import Path
+
+    from trnscope.analysis.sql import TABLES
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "file-formats.md").read_text()
+    section = doc[doc.index("## SQL tables"):]
+    for table, (_, columns) in TABLES.items():
+        assert f"`{table}`" in section, table
+        for column in columns:
+            assert f"`{column}`" in section, (table, column)

@@ -183,3 +183,29 @@ def test_dark_theme(page, ids):
     shot(page, "26-dark-summary")
     page.locator("button.theme-toggle").click()
     assert page.evaluate("() => document.documentElement.dataset.theme") == "light"
+
+
+def test_sql_page_runs_a_query_and_opens_a_row(page, ids, monkeypatch):
+    import test_explorer_browser
+
+    # the refused query below answers 400, which the browser logs
+    monkeypatch.setattr(test_explorer_browser, "EXPECTED_CONSOLE", (*test_explorer_browser.EXPECTED_CONSOLE, "status of 400"))
+    open_hash(page, f"#/p/{ids['naive']}/query")
+    page.locator("textarea.sql-editor").fill("SELECT row, name, dur_ns FROM slices WHERE name = 'aten::pow' ORDER BY ts_ns")
+    page.locator("textarea.sql-editor").press("Control+Enter")
+    page.wait_for_selector("table.sql-table tbody tr")
+    assert page.locator(".sql-status").inner_text().startswith("3 row(s)")
+    assert page.locator("table.sql-table thead th, table.sql-table th").first.inner_text().startswith("row")
+    page.locator(".sql-tables details summary:has-text('instructions')").click()
+    page.wait_for_timeout(100)
+    shot(page, "27-sql")
+    page.locator("table.sql-table tbody tr").first.click()  # a slice row: into the system trace
+    page.wait_for_selector("body[data-page='system']")
+    wait_timeline(page)
+    page.wait_for_selector(".details h3:text('aten::pow')")
+    # a refused query says why
+    open_hash(page, f"#/p/{ids['naive']}/query")
+    page.locator("textarea.sql-editor").fill("DROP TABLE slices")
+    page.locator("button.sql-run").click()
+    page.wait_for_selector("pre.sql-error")
+    assert "read-only" in page.locator("pre.sql-error").inner_text()

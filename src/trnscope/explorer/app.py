@@ -141,6 +141,21 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         q = request.query_params
         return view.search(q.get("q", ""), q.get("regex", "") in ("1", "true"), _lanes(q))
 
+    def query(session: Session, request: Request) -> dict:
+        from ..analysis.sql import QueryError
+
+        q = request.query_params
+        try:
+            return session.database.query(q.get("sql", ""), max_rows=min(_int_or(q, "max_rows", 2000), 10_000)).to_dict()
+        except QueryError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def query_tables(session: Session, request: Request) -> dict:
+        from ..analysis.sql import TABLES
+
+        return {"tables": [{"name": name, "about": about, "columns": [{"name": c, "about": m} for c, m in columns.items()]}
+                           for name, (about, columns) in TABLES.items()]}
+
     def notes_file(entry_id: str):
         entry = explorer.catalog.get(entry_id)
         if entry is None:
@@ -194,6 +209,8 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         Route("/ops", session_endpoint(lambda s, r: payloads.ops(s))),
         Route("/execution/{seq:int}", session_endpoint(execution)),
         Route("/notes", notes_endpoint, methods=["GET", "PUT"]),
+        Route("/query", session_endpoint(query)),
+        Route("/query/tables", session_endpoint(query_tables)),
     ]
     for prefix in ("", "/device/{neff}/{nc:int}"):
         entry_routes += [
@@ -282,6 +299,10 @@ def _int(query, name: str) -> int:
         raise BadRequest(f"missing parameter {name}") from None
     except ValueError:
         raise BadRequest(f"{name} must be an integer") from None
+
+
+def _int_or(query, name: str, default: int) -> int:
+    return _int(query, name) if name in query else default
 
 
 def _lanes(query) -> list[str] | None:

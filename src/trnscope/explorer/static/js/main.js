@@ -4,6 +4,7 @@
 //   #/p/<id>/system?t0=&t1=&row=         system trace (window and selection in the URL)
 //   #/p/<id>/ops                         operator table
 //   #/p/<id>/summary                     summary and recommendations
+//   #/p/<id>/query?sql=                  SQL over the profile's tables
 //   #/p/<id>/device/<neff>/<nc>?seq=     device trace of one NEFF on one NeuronCore
 //   #/compare/<base>/<test>              compare two profiles
 
@@ -21,6 +22,7 @@ const deviceView = lazy(() => import("./views/device.js"), "deviceView");
 const opsView = lazy(() => import("./views/ops.js"), "opsView");
 const summaryView = lazy(() => import("./views/summary.js"), "summaryView");
 const compareView = lazy(() => import("./views/compare.js"), "compareView");
+const queryView = lazy(() => import("./views/query.js"), "queryView");
 
 performance.mark("trnscope:main"); // the entry module ran (benchmarks read it)
 
@@ -60,6 +62,7 @@ async function route() {
         if (page === "system") result = await systemView(main, { id, query });
         else if (page === "ops") result = await opsView(main, { id });
         else if (page === "summary") result = await summaryView(main, { id });
+        else if (page === "query") result = await queryView(main, { id, query });
         else if (page === "device") result = await deviceView(main, { id, neff: parts[3], nc: parts[4], query });
         else throw new Error(`unknown page ${page}`);
       } finally {
@@ -92,7 +95,8 @@ function renderNav(page, id, parts) {
       entry ? el("span.badge.small", { "data-kind": entry.kind }, KIND_LABEL[entry.kind] || entry.kind) : null,
       link(`#/p/${id}/system`, "System trace", page === "system"),
       link(`#/p/${id}/ops`, "Operators", page === "ops"),
-      link(`#/p/${id}/summary`, "Summary", page === "summary"));
+      link(`#/p/${id}/summary`, "Summary", page === "summary"),
+      link(`#/p/${id}/query`, "SQL", page === "query"));
     if (page === "device") items.push(link(location.hash, `Device trace · NC ${parts[4]}`, true));
   }
   fill(nav, ...items);
