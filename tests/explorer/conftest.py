@@ -52,3 +52,21 @@ def explorer_root(tmp_path_factory, rmsnorm) -> Path:
     ntff = next(broken.glob("*.ntff"))
     ntff.write_bytes(ntff.read_bytes()[:300])
     return root
+
+
+@pytest.fixture(scope="module")
+def client(explorer_root):
+    """The explorer app serving ``explorer_root``, through Starlette's TestClient."""
+    from starlette.testclient import TestClient
+
+    from trnscope.explorer import create_app
+
+    with TestClient(create_app([explorer_root])) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def listing(client):
+    response = client.get("/api/entries")
+    assert response.status_code == 200
+    return response.json()

@@ -10,19 +10,6 @@ from explorer_testdata import entry_by
 from trnscope.explorer import create_app
 
 
-@pytest.fixture(scope="module")
-def client(explorer_root):
-    with TestClient(create_app([explorer_root])) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def listing(client):
-    response = client.get("/api/entries")
-    assert response.status_code == 200
-    return response.json()
-
-
 def eid(listing, relpath_part: str) -> str:
     return entry_by(listing, relpath=lambda p: relpath_part in p)["id"]
 

@@ -128,6 +128,19 @@ def locate(page, name: str, lane: str | None = None, index: int = -1):
     return point
 
 
+def select_range(page, x0: float, x1: float, y: float = 150) -> None:
+    """Shift+drag on the last timeline from x0 to x1 (px from the canvas's left), then wait for the
+    selection summary."""
+    box = page.locator("canvas.tl-canvas").last.bounding_box()
+    page.keyboard.down("Shift")
+    page.mouse.move(box["x"] + x0, box["y"] + y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + x1, box["y"] + y, steps=6)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_selector(".details.selection")
+
+
 def test_profiles_page_shows_a_card_per_profile(page, ids):
     open_hash(page, "#/")
     naive = page.locator(f"article.card[data-id='{ids['naive']}']")
@@ -321,13 +334,7 @@ def test_zoom_pan_keys_and_range_selection(page, ids):
     p0, _ = page.evaluate(span)
     assert p0 < d0  # dragging right pans back in time
     page.evaluate("() => window.__trnscope.timelines.at(-1).fit()")
-    page.keyboard.down("Shift")
-    page.mouse.move(box["x"] + 300, box["y"] + 150)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] - 50, box["y"] + 150, steps=6)
-    page.mouse.up()
-    page.keyboard.up("Shift")
-    page.wait_for_selector(".details.selection")
+    select_range(page, 300, box["width"] - 50)
     text = page.locator(".details.selection").inner_text()
     assert "Selection:" in text and "aten::mul" in text
     page.wait_for_function("() => location.hash.includes('t0=')", timeout=5_000)  # the window goes in the URL (debounced)

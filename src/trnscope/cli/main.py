@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "export": ("analysis_cmds", "ExportCommand",
                "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)"),
     "inspect": ("inspect_cmd", "InspectCommand", "show a NEFF's header, tensors, instruction mix and simulated time"),
+    "query": ("query_cmd", "QueryCommand", "run SQL (DuckDB, read-only) over a profile's tables: slices, ops, executions, ..."),
 }
 
 

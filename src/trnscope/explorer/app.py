@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from ..analysis import ProfileError, TraceCache
-from . import columns, payloads
+from . import columns, notes, payloads
 from .assets import Assets
 from .catalog import Catalog, OutsideRoots
 from .security import LoopbackHostMiddleware, SecurityHeadersMiddleware, TokenMiddleware
@@ -137,6 +137,52 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         q = request.query_params
         return view.select(_float(q, "t0"), _float(q, "t1"), _lanes(q))
 
+    def search(view: TimelineView, request: Request) -> dict:
+        q = request.query_params
+        return view.search(q.get("q", ""), q.get("regex", "") in ("1", "true"), _lanes(q))
+
+    def query(session: Session, request: Request) -> dict:
+        from ..analysis.sql import QueryError
+
+        q = request.query_params
+        try:
+            return session.database.query(q.get("sql", ""), max_rows=min(_int_or(q, "max_rows", 2000), 10_000)).to_dict()
+        except QueryError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def query_tables(session: Session, request: Request) -> dict:
+        from ..analysis.sql import TABLES
+
+        return {"tables": [{"name": name, "about": about, "columns": [{"name": c, "about": m} for c, m in columns.items()]}
+                           for name, (about, columns) in TABLES.items()]}
+
+    def notes_file(entry_id: str):
+        entry = explorer.catalog.get(entry_id)
+        if entry is None:
+            raise NotFound(f"no profile or trace with id {entry_id!r}")
+        is_root = entry.relpath == "."
+        return notes.notes_path(entry.path, is_root), (entry.path if is_root and entry.path.is_dir() else None)
+
+    async def notes_endpoint(request: Request) -> Response:
+        path, keep = notes_file(request.path_params["eid"])
+        if request.method == "GET":
+            return OrjsonResponse(await run_in_threadpool(notes.read_notes, path))
+        # a write changes files: only from this page (a JSON body cannot be sent cross-site without
+        # a CORS preflight, which this server never grants; an Origin must be this server's own)
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise BadRequest("notes are saved as application/json")
+        origin = request.headers.get("origin")
+        if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host", ""):
+            return OrjsonResponse({"error": {"problem": "notes can only be saved from the explorer's own page"}},
+                                  status_code=403)
+        body = await request.body()
+        try:
+            saved = await run_in_threadpool(notes.write_notes, path, body, keep)
+        except OSError as exc:
+            return OrjsonResponse({"error": {"problem": f"cannot save notes beside the profile ({exc.strerror or exc})",
+                                             "hint": f"make {path.parent} writable", "file": path.name}}, status_code=403)
+        return OrjsonResponse(saved)
+
     def execution(session: Session, request: Request) -> dict:
         view = session.system
         row = view.execution_row(request.path_params["seq"])
@@ -162,6 +208,9 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         Route("/summary", session_endpoint(lambda s, r: payloads.summary(s))),
         Route("/ops", session_endpoint(lambda s, r: payloads.ops(s))),
         Route("/execution/{seq:int}", session_endpoint(execution)),
+        Route("/notes", notes_endpoint, methods=["GET", "PUT"]),
+        Route("/query", session_endpoint(query)),
+        Route("/query/tables", session_endpoint(query_tables)),
     ]
     for prefix in ("", "/device/{neff}/{nc:int}"):
         entry_routes += [
@@ -169,6 +218,7 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
             Route(f"{prefix}/lod", view_endpoint(lod, binary=True)),
             Route(f"{prefix}/slice/{{row:int}}", view_endpoint(slice_details)),
             Route(f"{prefix}/select", view_endpoint(select)),
+            Route(f"{prefix}/search", view_endpoint(search)),
         ]
     routes = [
         Route("/", index),
@@ -189,6 +239,9 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
     async def bad_request(request: Request, exc: BadRequest) -> Response:
         return OrjsonResponse({"error": {"problem": str(exc)}}, status_code=400)
 
+    async def notes_error(request: Request, exc: Exception) -> Response:
+        return OrjsonResponse({"error": {"problem": str(exc)}}, status_code=422)
+
     async def outside(request: Request, exc: OutsideRoots) -> Response:
         return OrjsonResponse({"error": {"problem": "that path is outside the directories this explorer serves"}},
                               status_code=403)
@@ -201,7 +254,7 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         return OrjsonResponse({"error": {"problem": f"internal error: {type(exc).__name__}: {exc}"}}, status_code=500)
 
     app = Starlette(routes=routes, exception_handlers={
-        ProfileError: profile_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
+        ProfileError: profile_error, notes.NotesError: notes_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
         OutsideRoots: outside, HTTPException: http_error, Exception: internal,
     })
     app.add_middleware(SecurityHeadersMiddleware, script_hashes=(assets.boot_hash,))
@@ -246,6 +299,10 @@ def _int(query, name: str) -> int:
         raise BadRequest(f"missing parameter {name}") from None
     except ValueError:
         raise BadRequest(f"{name} must be an integer") from None
+
+
+def _int_or(query, name: str, default: int) -> int:
+    return _int(query, name) if name in query else default
 
 
 def _lanes(query) -> list[str] | None:

@@ -32,6 +32,7 @@ class Session:
     _system: SystemView | None = None
     _devices: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _database: object = None
 
     @property
     def profile(self):
@@ -43,6 +44,16 @@ class Session:
             if self._system is None:
                 self._system = SystemView(self.profile, name=self.entry.display_name)
             return self._system
+
+    @property
+    def database(self):
+        """The profile's tables for SQL (``analysis.sql``; DuckDB is imported when first asked for)."""
+        with self._lock:
+            if self._database is None:
+                from ..analysis.sql import ProfileDatabase
+
+                self._database = ProfileDatabase(self.analysis)
+            return self._database
 
     def device(self, neff_id: str, nc: int) -> DeviceView:
         files = self.profile.files

@@ -8,6 +8,7 @@ device trace of one NEFF execution; they differ in layout and in what a slice's 
 
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -20,6 +21,8 @@ from .lod import RuntimeRows, counter_columns, instant_columns, series_columns, 
 
 MAX_PX = 8192
 SELECTION_NAMES = 200
+SEARCH_LIMIT = 5000  # matches returned at most (all are counted)
+MAX_PATTERN = 500
 
 
 class BadRequest(ValueError):
@@ -57,6 +60,7 @@ class TimelineView:
                                    if lane.group not in collapsed and lane.kind != COUNTER})
             focus = (shown[0] - self.origin, shown[1] - self.origin) if shown else (start, end)
             self._described = {
+                "color_order": self.color_order(),
                 "origin_ns": str(self.origin),
                 "start": start,
                 "end": end,
@@ -65,6 +69,17 @@ class TimelineView:
                 **self.layout.to_dict(),
             }
         return dict(self._described)
+
+    def color_order(self, count: int = 64) -> list[str]:
+        """The names slices are coloured by, most total time first: the browser gives them its
+        distinct colours in this order, so the names that fill the screen never share one."""
+        s = self.trace.slices
+        if not len(s):
+            return []
+        key = s.cat if self.layout.color_by == "cat" else s.name
+        total = np.bincount(key, weights=s.dur_ns.astype(np.float64), minlength=len(self.trace.strings))
+        top = np.argsort(-total, kind="stable")[:count]
+        return [self.trace.strings[int(i)] for i in top.tolist() if total[i] > 0 and self.trace.strings[int(i)]]
 
     def initial_lod(self, px: int) -> dict:
         """What the browser draws first: the focus window (with the 1% margin the timeline shows
@@ -134,6 +149,45 @@ class TimelineView:
                 rows = self._runtime[track] = RuntimeRows(self.trace, track, ids)
             return rows
 
+    # --- search ------------------------------------------------------------------------------
+
+    def search(self, text: str, regex: bool, lane_ids: list[str] | None, limit: int = SEARCH_LIMIT) -> dict:
+        """Slices whose name matches ``text`` (a case-insensitive substring, or a regular
+        expression when ``regex``), on the given lanes, in time order: the timeline steps through
+        them with next/previous. The name table is matched once (a trace repeats few names), then
+        the rows are a vectorised lookup."""
+        if not text:
+            raise BadRequest("search needs ?q=<text>")
+        if len(text) > MAX_PATTERN:
+            raise BadRequest(f"the search text is longer than {MAX_PATTERN} characters")
+        if regex:
+            try:
+                pattern = re.compile(text, re.IGNORECASE)
+            except re.error as exc:
+                raise BadRequest(f"not a valid regular expression: {exc}") from None
+            matches = pattern.search
+        else:
+            needle = text.lower()
+            matches = lambda name: needle in name.lower()  # noqa: E731
+        strings = self.trace.strings
+        ids = np.array([i for i, name in enumerate(strings) if name and matches(name)], dtype=np.int64)
+        lanes = [lane for lane in self._lanes(lane_ids) if lane.kind != COUNTER and not lane.runtime_only]
+        tracks = np.array(sorted({lane.track for lane in lanes}), dtype=np.int64)
+        s = self.trace.slices
+        hit = np.isin(s.name, ids) & np.isin(s.track, tracks) if len(ids) and len(tracks) else np.zeros(len(s), bool)
+        rows = np.flatnonzero(hit)
+        rows = rows[np.argsort(s.ts_ns[rows], kind="stable")]
+        shown = rows[:max(0, int(limit))]
+        return {
+            "query": text, "regex": bool(regex), "count": int(len(rows)), "truncated": bool(len(rows) > len(shown)),
+            "names": int(len(ids)),
+            "matches": {
+                "row": shown, "ts": s.ts_ns[shown] - self.origin, "dur": s.dur_ns[shown],
+                "depth": s.depth[shown], "lane": [f"t{t}" for t in s.track[shown].tolist()],
+                "name": [strings[i] for i in s.name[shown].tolist()],
+            },
+        }
+
     # --- one slice ---------------------------------------------------------------------------
 
     def check_row(self, row: int) -> int:
@@ -175,10 +229,15 @@ class TimelineView:
         rows = self.trace.window(a, b, tracks) if tracks else np.zeros(0, dtype=np.int64)
         clipped = np.minimum(s.ts_ns[rows] + s.dur_ns[rows], b) - np.maximum(s.ts_ns[rows], a)
         clipped = np.maximum(clipped, 0)
+        own = _self_time(rows, clipped, s.parent[rows])
         names, inverse = np.unique(s.name[rows], return_inverse=True)
         total = np.bincount(inverse, weights=clipped, minlength=len(names))
+        self_total = np.bincount(inverse, weights=own, minlength=len(names))
         count = np.bincount(inverse, minlength=len(names))
-        order = np.argsort(-total)[:SELECTION_NAMES]
+        # shares of the selected lanes' self time: nested slices are not counted twice (a thread
+        # 37 levels deep once summed to 222%), so the shares of all names add up to 100%
+        all_self = float(self_total.sum())
+        order = np.argsort(-self_total, kind="stable")[:SELECTION_NAMES]
         lane_stats = []
         for lane in lanes:
             mine = rows[(s.track[rows] == lane.track) & (s.depth[rows] == 0)]
@@ -187,10 +246,24 @@ class TimelineView:
                                "busy_ns": busy, "busy_share": busy / (b - a)})
         return {
             "t0": t0, "t1": t1, "duration_ns": b - a, "slices": int(len(rows)),
-            "names": [{"name": self.trace.strings[int(names[i])], "count": int(count[i]), "time_ns": int(total[i])}
+            "self_ns": int(all_self),
+            "names": [{"name": self.trace.strings[int(names[i])], "count": int(count[i]), "time_ns": int(total[i]),
+                       "self_ns": int(self_total[i]), "share": float(self_total[i] / all_self) if all_self else 0.0}
                       for i in order.tolist()],
             "lanes": lane_stats,
         }
+
+
+def _self_time(rows: np.ndarray, clipped: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Each slice's time inside the window minus its children's (``rows`` sorted; a child
+    overlapping the window means its parent, which contains it, does too)."""
+    own = clipped.astype(np.float64).copy()
+    if len(rows):
+        at = np.searchsorted(rows, parents)
+        inside = (parents >= 0) & (at < len(rows))
+        inside &= rows[np.minimum(at, len(rows) - 1)] == parents
+        np.subtract.at(own, at[inside], clipped[inside])
+    return np.maximum(own, 0)
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> int:

@@ -108,6 +108,26 @@ export const api = {
         getDecoded(`${base}/lod?t0=${t0}&t1=${t1}&px=${px}${lanes ? `&lanes=${lanes.join(",")}` : ""}`),
       details: (row) => getJSON(`${base}/slice/${row}`),
       select: (t0, t1, lanes) => getJSON(`${base}/select?t0=${t0}&t1=${t1}${lanes ? `&lanes=${lanes.join(",")}` : ""}`),
+      search: (text, regex, lanes) =>
+        getJSON(`${base}/search?q=${enc(text)}${regex ? "&regex=1" : ""}${lanes ? `&lanes=${lanes.join(",")}` : ""}`),
     };
   },
+  notes: (id) => getJSON(`/api/entries/${enc(id)}/notes`),
+  query: (id, sql) => getJSON(`/api/entries/${enc(id)}/query?sql=${enc(sql)}`),
+  queryTables: (id) => getJSON(`/api/entries/${enc(id)}/query/tables`),
+  saveNotes: (id, doc) => sendJSON(`/api/entries/${enc(id)}/notes`, doc, "PUT"),
 };
+
+export async function sendJSON(url, doc, method = "POST") {
+  let response;
+  try {
+    response = await fetch(url, { method, body: JSON.stringify(doc),
+      headers: { "content-type": "application/json", accept: "application/json" } });
+  } catch {
+    throw new ApiError(0, { error: { problem: "the explorer server cannot be reached", hint: "Is `trnscope view` still running?" } });
+  }
+  let body = null;
+  try { body = await response.json(); } catch { body = null; }
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}

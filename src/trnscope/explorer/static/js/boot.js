@@ -5,6 +5,12 @@
 (function () {
   var root = document.currentScript.dataset.static || "/static/";
   try {
+    // the theme before the first paint (colors.js keeps it; no flash of the light page)
+    var theme = localStorage.getItem("trnscope.theme");
+    if (!theme && window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches) theme = "dark";
+    if (theme === "dark") document.documentElement.dataset.theme = "dark";
+  } catch (e) { /* storage blocked: the light theme */ }
+  try {
     var m = /^#\/p\/([^/?]+)(?:\/([^/?]+)(?:\/([^/?]+)\/([^/?]+))?)?/.exec(location.hash);
     if (m && (!m[2] || m[2] === "system" || (m[2] === "device" && m[4]))) {
       var part = function (text) { return encodeURIComponent(decodeURIComponent(text)); };

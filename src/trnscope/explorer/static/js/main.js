@@ -4,9 +4,11 @@
 //   #/p/<id>/system?t0=&t1=&row=         system trace (window and selection in the URL)
 //   #/p/<id>/ops                         operator table
 //   #/p/<id>/summary                     summary and recommendations
+//   #/p/<id>/query?sql=                  SQL over the profile's tables
 //   #/p/<id>/device/<neff>/<nc>?seq=     device trace of one NEFF on one NeuronCore
 //   #/compare/<base>/<test>              compare two profiles
 
+import { applyTheme, currentTheme, initialTheme } from "./colors.js";
 import { el, fill } from "./format.js";
 import { entries, entryById, KIND_LABEL } from "./store.js";
 import { errorPanel } from "./views/common.js";
@@ -20,6 +22,7 @@ const deviceView = lazy(() => import("./views/device.js"), "deviceView");
 const opsView = lazy(() => import("./views/ops.js"), "opsView");
 const summaryView = lazy(() => import("./views/summary.js"), "summaryView");
 const compareView = lazy(() => import("./views/compare.js"), "compareView");
+const queryView = lazy(() => import("./views/query.js"), "queryView");
 
 performance.mark("trnscope:main"); // the entry module ran (benchmarks read it)
 
@@ -35,6 +38,7 @@ function parseHash() {
 }
 
 async function route() {
+  themeButton();
   main = document.getElementById("main");
   nav = document.getElementById("nav");
   const mine = ++generation;
@@ -58,6 +62,7 @@ async function route() {
         if (page === "system") result = await systemView(main, { id, query });
         else if (page === "ops") result = await opsView(main, { id });
         else if (page === "summary") result = await summaryView(main, { id });
+        else if (page === "query") result = await queryView(main, { id, query });
         else if (page === "device") result = await deviceView(main, { id, neff: parts[3], nc: parts[4], query });
         else throw new Error(`unknown page ${page}`);
       } finally {
@@ -90,11 +95,27 @@ function renderNav(page, id, parts) {
       entry ? el("span.badge.small", { "data-kind": entry.kind }, KIND_LABEL[entry.kind] || entry.kind) : null,
       link(`#/p/${id}/system`, "System trace", page === "system"),
       link(`#/p/${id}/ops`, "Operators", page === "ops"),
-      link(`#/p/${id}/summary`, "Summary", page === "summary"));
+      link(`#/p/${id}/summary`, "Summary", page === "summary"),
+      link(`#/p/${id}/query`, "SQL", page === "query"));
     if (page === "device") items.push(link(location.hash, `Device trace · NC ${parts[4]}`, true));
   }
   fill(nav, ...items);
 }
+
+// Light / dark: a button in the top bar; timelines redraw with the new colours.
+function themeButton() {
+  const bar = document.querySelector(".topbar");
+  if (!bar || bar.querySelector(".theme-toggle")) return;
+  const label = () => (currentTheme() === "dark" ? "☀ Light" : "☾ Dark");
+  const button = el("button.theme-toggle", { title: "Switch between the light and dark theme", onclick: () => {
+    applyTheme(currentTheme() === "dark" ? "light" : "dark");
+    button.textContent = label();
+    for (const t of (window.__trnscope && window.__trnscope.timelines) || []) t.requestDraw();
+  } }, label());
+  bar.append(button);
+}
+
+if (document.documentElement.dataset.theme !== initialTheme()) document.documentElement.dataset.theme = initialTheme();
 
 window.addEventListener("hashchange", route);
 // boot.js adds this module from the head: the body may still be parsing when it runs

@@ -5,7 +5,7 @@
 // so a frame costs one fill per colour rather than one per slice; labels are drawn only where a
 // slice is wide enough to hold text.
 
-import { colorFor, textColorOn } from "../colors.js";
+import { colorFor, textColorOn, theme } from "../colors.js";
 import { fmtTime } from "../format.js";
 
 export const LABEL_W = 260;
@@ -28,14 +28,18 @@ function lowerBound(values, x, lo, hi) {
   return lo;
 }
 
-export function laneHeight(lane) {
-  return lane.kind === "counter" ? COUNTER_H : lane.depth * ROW_H + 2 * LANE_PAD;
+// ``collapsed``: a slice lane folded to its top level (any lane with nested levels folds on a
+// click on its label)
+export function laneHeight(lane, collapsed = false) {
+  if (lane.kind === "counter") return COUNTER_H;
+  return (collapsed ? 1 : lane.depth) * ROW_H + 2 * LANE_PAD;
 }
 
 export function drawFrame(ctx, f) {
   const { width, height } = f;
+  f.theme = theme();
   ctx.clearRect(0, 0, width, height);
-  ctx.fillStyle = "#ffffff";
+  ctx.fillStyle = f.theme.bg;
   ctx.fillRect(0, 0, width, height);
   ctx.font = FONT;
   ctx.textBaseline = "middle";
@@ -47,13 +51,16 @@ export function drawFrame(ctx, f) {
     else drawLane(ctx, f, item, y);
   }
   drawRange(ctx, f);
+  drawFlags(ctx, f);
   drawArrows(ctx, f);
   drawRuler(ctx, f);
+  drawMatches(ctx, f);
+  drawFlagHeads(ctx, f);
   drawHover(ctx, f);
 }
 
 function drawGrid(ctx, f) {
-  ctx.strokeStyle = "#f0f0f0";
+  ctx.strokeStyle = f.theme.grid;
   ctx.lineWidth = 1;
   ctx.beginPath();
   for (const t of ticks(f.t0, f.t1, f.plotW)) {
@@ -65,11 +72,11 @@ function drawGrid(ctx, f) {
 }
 
 function drawGroupHeader(ctx, f, item, y) {
-  ctx.fillStyle = "#eef1f5";
+  ctx.fillStyle = f.theme.groupBg;
   ctx.fillRect(0, y, f.width, GROUP_H);
-  ctx.fillStyle = "#d5dbe3";
+  ctx.fillStyle = f.theme.groupLine;
   ctx.fillRect(0, y + GROUP_H - 1, f.width, 1);
-  ctx.fillStyle = "#233044";
+  ctx.fillStyle = f.theme.groupInk;
   ctx.font = `600 ${FONT}`;
   ctx.fillText(`${item.collapsed ? "▸" : "▾"}  ${item.group.title}  (${item.count})`, 8, y + GROUP_H / 2);
   ctx.font = FONT;
@@ -84,27 +91,32 @@ function drawLane(ctx, f, item, y) {
   const data = f.data && f.data.lanes[lane.id];
   if (data) {
     if (lane.kind === "counter") drawCounter(ctx, f, lane, data, y, item.h);
-    else drawSlices(ctx, f, lane, data, y);
+    else drawSlices(ctx, f, lane, data, y, item.collapsed ? 1 : Infinity);
   }
   ctx.restore();
-  // label column: title on the first row, subtitle under it when the lane has room
-  ctx.fillStyle = lane.runtime_only ? "#fafbfd" : "#ffffff";
+  // label column: title on the first row, subtitle under it when the lane has room; a lane with
+  // nested levels has a fold marker (click the label to fold it to its top level)
+  const t = f.theme;
+  ctx.fillStyle = lane.runtime_only ? t.labelRuntime : t.label;
   ctx.fillRect(0, y, LABEL_W, item.h);
-  ctx.fillStyle = "#1d2633";
+  ctx.fillStyle = t.ink;
   ctx.font = FONT;
-  ctx.fillText(clip(ctx, lane.title, LABEL_W - 18), 12, y + 11);
+  const foldable = lane.kind !== "counter" && lane.depth > 1;
+  if (foldable) ctx.fillText(item.collapsed ? "▸" : "▾", 3, y + 11);
+  const levels = item.collapsed ? `  (${lane.depth} levels)` : "";
+  ctx.fillText(clip(ctx, lane.title + levels, LABEL_W - 18), 14, y + 11);
   if (lane.subtitle && item.h >= 32) {
-    ctx.fillStyle = "#7b8794";
+    ctx.fillStyle = t.muted;
     ctx.font = SMALL;
-    ctx.fillText(clip(ctx, lane.subtitle, LABEL_W - 18), 12, y + 24);
+    ctx.fillText(clip(ctx, lane.subtitle, LABEL_W - 18), 14, y + 24);
     ctx.font = FONT;
   }
-  ctx.fillStyle = "#e3e7ec";
+  ctx.fillStyle = t.line;
   ctx.fillRect(0, y + item.h - 1, f.width, 1);
   ctx.fillRect(LABEL_W - 1, y, 1, item.h);
 }
 
-function drawSlices(ctx, f, lane, d, y) {
+function drawSlices(ctx, f, lane, d, y, maxLevels = Infinity) {
   const n = d.ts.length;
   const k = f.plotW / (f.t1 - f.t0);
   const batches = new Map();
@@ -125,6 +137,7 @@ function drawSlices(ctx, f, lane, d, y) {
   };
   const levels = d.levels || [0, n];
   for (let l = 0; l < levels.length; l += 2) {
+    if (d.depth[levels[l]] >= maxLevels) break; // a folded lane draws its top level only
     // within a level slices do not overlap and start in order: only the one before the first
     // start inside the window can reach into it
     const end = levels[l + 1];
@@ -175,17 +188,17 @@ function drawSlices(ctx, f, lane, d, y) {
   }
   if (d.instants) drawInstants(ctx, f, d.instants, y);
   const sel = f.selected;
-  if (sel && sel.lane === lane.id) {
+  if (sel && sel.lane === lane.id && sel.depth < maxLevels) {
     const x0 = f.x(sel.ts);
     const w = Math.max(sel.dur * k, 2);
-    ctx.strokeStyle = "#111";
+    ctx.strokeStyle = f.theme.selection;
     ctx.lineWidth = 2;
     ctx.strokeRect(x0, y + LANE_PAD + sel.depth * ROW_H - 1, w, ROW_H);
   }
 }
 
 function drawInstants(ctx, f, inst, y) {
-  ctx.fillStyle = "#37474f";
+  ctx.fillStyle = f.theme.instant;
   ctx.beginPath();
   for (let i = 0; i < inst.ts.length; i++) {
     const x = f.x(inst.ts[i]);
@@ -235,9 +248,9 @@ function drawCounter(ctx, f, lane, data, y, h) {
   if (top) {
     const label = `max ${formatValue(top.max, top.name)}${share ? ` (${formatValue(share.max, "percent")} of capacity)` : ""}`;
     // the peak reaches the top of the row, under the label: a backing keeps the label readable
-    ctx.fillStyle = "rgba(255, 255, 255, 0.85)";
+    ctx.fillStyle = f.theme.backing;
     ctx.fillRect(LABEL_W + 2, y + 2, ctx.measureText(label).width + 4, 12);
-    ctx.fillStyle = "#52606d";
+    ctx.fillStyle = f.theme.muted;
     ctx.fillText(label, LABEL_W + 4, y + 8);
   }
   ctx.font = FONT;
@@ -268,8 +281,8 @@ function drawRange(ctx, f) {
   ctx.strokeStyle = "rgba(66, 133, 244, 0.9)";
   ctx.lineWidth = 1;
   ctx.strokeRect(a + 0.5, RULER_H + 0.5, b - a - 1, f.height - RULER_H - 1);
-  const label = fmtTime(Math.abs(r.t1 - r.t0));
-  ctx.fillStyle = "#1a4fa0";
+  const label = `${r.label ? `${r.label}: ` : ""}${fmtTime(Math.abs(r.t1 - r.t0))}`;
+  ctx.fillStyle = f.theme.rangeInk;
   ctx.font = `600 ${FONT}`;
   ctx.fillText(label, Math.min(a + 6, f.width - 80), RULER_H + 12);
   ctx.font = FONT;
@@ -310,11 +323,12 @@ function drawArrows(ctx, f) {
 }
 
 function drawRuler(ctx, f) {
-  ctx.fillStyle = "#f7f8fa";
+  const t = f.theme;
+  ctx.fillStyle = t.ruler;
   ctx.fillRect(0, 0, f.width, RULER_H);
-  ctx.fillStyle = "#cfd6de";
+  ctx.fillStyle = t.rulerLine;
   ctx.fillRect(0, RULER_H - 1, f.width, 1);
-  ctx.fillStyle = "#3b4754";
+  ctx.fillStyle = t.rulerInk;
   ctx.font = SMALL;
   const step = tickStep(f.t0, f.t1, f.plotW);
   for (const t of ticks(f.t0, f.t1, f.plotW)) {
@@ -322,9 +336,9 @@ function drawRuler(ctx, f) {
     ctx.fillRect(x, RULER_H - 7, 1, 6);
     ctx.fillText(fmtTime(t, step < 1 ? 4 : 3), x + 3, 9);
   }
-  ctx.fillStyle = "#f7f8fa";
+  ctx.fillStyle = t.ruler;
   ctx.fillRect(0, 0, LABEL_W, RULER_H - 1);
-  ctx.fillStyle = "#3b4754";
+  ctx.fillStyle = t.rulerInk;
   ctx.font = `600 ${SMALL}`;
   ctx.fillText(`window ${fmtTime(f.t1 - f.t0)}`, 10, RULER_H / 2);
   ctx.font = FONT;
@@ -332,8 +346,58 @@ function drawRuler(ctx, f) {
 
 function drawHover(ctx, f) {
   if (f.hoverX === null || f.hoverX < LABEL_W) return;
-  ctx.fillStyle = "rgba(0,0,0,0.25)";
+  ctx.fillStyle = f.theme.hover;
   ctx.fillRect(Math.round(f.hoverX), RULER_H, 1, f.height - RULER_H);
+}
+
+// Flags: a dashed line through the lanes and a pennant on the ruler (its note in the tooltip).
+function drawFlags(ctx, f) {
+  if (!f.flags || !f.flags.length) return;
+  ctx.save();
+  ctx.strokeStyle = f.theme.flag;
+  ctx.lineWidth = 1;
+  ctx.setLineDash([4, 3]);
+  ctx.beginPath();
+  for (const flag of f.flags) {
+    const x = Math.round(f.x(flag.ts)) + 0.5;
+    if (x < LABEL_W || x > f.width) continue;
+    ctx.moveTo(x, RULER_H);
+    ctx.lineTo(x, f.height);
+  }
+  ctx.stroke();
+  ctx.restore();
+}
+
+function drawFlagHeads(ctx, f) {
+  if (!f.flags || !f.flags.length) return;
+  ctx.fillStyle = f.theme.flag;
+  for (const flag of f.flags) {
+    const x = Math.round(f.x(flag.ts)) + 0.5;
+    if (x < LABEL_W || x > f.width) continue;
+    ctx.fillRect(x - 0.5, 2, 1.5, RULER_H - 3);
+    ctx.beginPath();
+    ctx.moveTo(x + 1, 2);
+    ctx.lineTo(x + 10, 6);
+    ctx.lineTo(x + 1, 10);
+    ctx.closePath();
+    ctx.fill();
+  }
+}
+
+// Search matches: a tick each on the ruler's bottom edge, so a reader sees where they are.
+function drawMatches(ctx, f) {
+  const m = f.matches;
+  if (!m || !m.ts.length) return;
+  ctx.fillStyle = f.theme.match;
+  const from = Math.max(0, lowerBound(m.ts, f.t0 - (f.t1 - f.t0), 0, m.ts.length));
+  let last = -1;
+  for (let i = from; i < m.ts.length; i++) {
+    const x = Math.round(f.x(m.ts[i]));
+    if (x > f.width) break;
+    if (x < LABEL_W || x === last) continue;
+    last = x;
+    ctx.fillRect(x, RULER_H - 6, 2, 5);
+  }
 }
 
 export function tickStep(t0, t1, plotW) {

@@ -3,14 +3,16 @@
 // Interaction: wheel zooms around the cursor (shift+wheel or a horizontal swipe pans, alt+wheel or
 // the wheel over the lane labels scrolls lanes); drag pans; shift+drag (or a drag on the ruler)
 // selects a time range; W/S zoom, A/D pan, Esc clears; click selects a slice and shows its
-// dependency chain as arrows. Group headers collapse on click.
+// dependency chain as arrows; F frames the selected slice, M puts a flag (at the selected slice,
+// else under the pointer), / goes to the search box (Enter: next match, Shift+Enter: previous).
+// Group headers collapse on click, and so does any lane with nested levels (on its label).
 //
 // Data: the browser asks the server for the visible window padded by half a window each side, at
 // one bucket per pixel, and keeps drawing the last answer (stretched) while a new one is in
 // flight, so zooming and panning never wait for the network. A new query is made only when the
 // view leaves the data's range or its resolution is off by more than 1.5x.
 
-import { colorFor } from "../colors.js";
+import { colorFor, rankColors } from "../colors.js";
 import { el, escapeHtml, fmtTime } from "../format.js";
 import { GROUP_H, LABEL_W, LANE_PAD, ROW_H, RULER_H, drawFrame, formatValue, laneHeight } from "./draw.js";
 
@@ -23,6 +25,10 @@ export class Timeline {
     this.strings = new Map();
     this.colors = new Map();
     this.collapsed = new Set();
+    this.collapsedLanes = new Set();
+    this.flags = [];
+    this.matches = null;
+    this.matchIndex = -1;
     this.data = null;
     this.selected = null;
     this.details = null;
@@ -43,12 +49,28 @@ export class Timeline {
     this.scroller = el("div.tl-scroll", {}, this.canvas, this.spacer);
     this.tooltip = el("div.tl-tooltip");
     this.status = el("span.tl-status");
-    const button = (label, title, fn) => el("button.tl-btn", { title, onclick: fn }, label);
+    const button = (label, title, fn, cls = "") => el(`button.tl-btn${cls}`, { title, onclick: fn }, label);
+    this.searchInput = el("input.tl-search", { type: "search", placeholder: "Find slices…", "aria-label": "Find slices by name",
+      title: "Slice names containing this text (or matching it as a regular expression). Enter: next, Shift+Enter: previous",
+      onkeydown: (e) => {
+        if (e.key === "Enter") { e.preventDefault(); this.findStep(e.shiftKey ? -1 : 1); }
+        else if (e.key === "Escape") { this.searchInput.value = ""; this.clearSearch(); this.searchInput.blur(); }
+      },
+      oninput: () => { clearTimeout(this.searchTimer); this.searchTimer = setTimeout(() => this.runSearch(), 250); } });
+    this.regexBox = el("input", { type: "checkbox", onchange: () => this.runSearch() });
+    this.searchCount = el("span.tl-count");
     this.toolbar = el("div.tl-toolbar", {},
       button("−", "Zoom out (S)", () => this.zoomBy(1.6)),
       button("+", "Zoom in (W)", () => this.zoomBy(1 / 1.6)),
       button("Fit", "Show all recorded activity", () => this.fit()),
-      el("span.tl-help", {}, "wheel: zoom · drag: pan · shift+drag: select range · W/A/S/D · click: details · Esc: clear"),
+      el("span.tl-find", {}, this.searchInput,
+        el("label.tl-regex", { title: "Treat the text as a regular expression" }, this.regexBox, ".*"),
+        button("‹", "Previous match (Shift+Enter)", () => this.findStep(-1), ".tl-prev"),
+        button("›", "Next match (Enter)", () => this.findStep(1), ".tl-next"),
+        this.searchCount),
+      this.options.onFlag ? button("⚑ Flag", "Put a flag at the selected slice, or under the pointer (M)", () => this.addFlag(), ".tl-flag") : null,
+      this.options.toolbarExtra || null,
+      el("span.tl-help", {}, "wheel: zoom · drag: pan · shift+drag: select · click a label: fold · F: frame · M: flag · Esc: clear"),
       this.status);
     this.root = el("div.timeline", { tabindex: "0" }, this.toolbar, this.scroller, this.tooltip);
     container.append(this.root);
@@ -64,12 +86,14 @@ export class Timeline {
     performance.mark("trnscope:layout-requested");
     this.layout = await this.source.layout(Math.min(Math.round(this.plotW), 8192));
     performance.mark("trnscope:layout-received");
+    rankColors(this.layout.color_order);
     for (const g of this.layout.groups) if (g.collapsed) this.collapsed.add(g.id);
     this.relayout();
     const [f0, f1] = this.focusWindow();
     this.t0 = initial.t0 ?? f0;
     this.t1 = initial.t1 ?? f1;
     if (!(this.t1 > this.t0)) [this.t0, this.t1] = [f0, f1];
+    if (initial.mark) this.range = { ...initial.mark };
     const first = this.layout.initial_lod;
     if (first) {
       delete this.layout.initial_lod;
@@ -95,8 +119,9 @@ export class Timeline {
       y += GROUP_H;
       if (collapsed) continue;
       for (const lane of lanes) {
-        const h = laneHeight(lane);
-        rows.push({ type: "lane", lane, y, h });
+        const folded = this.collapsedLanes.has(lane.id);
+        const h = laneHeight(lane, folded);
+        rows.push({ type: "lane", lane, y, h, collapsed: folded });
         y += h;
       }
     }
@@ -136,6 +161,7 @@ export class Timeline {
   rowCenter(laneId, depth) {
     const row = this.laneRows.get(laneId);
     if (!row) return null;
+    if (row.collapsed) depth = 0; // a folded lane: arrows meet its top level
     return row.y + RULER_H - this.scrollTop + LANE_PAD + depth * ROW_H + ROW_H / 2 - 1;
   }
 
@@ -176,6 +202,7 @@ export class Timeline {
   }
 
   focus(item, { select = true } = {}) {
+    this.reveal(item);
     const dur = Math.max(item.dur, 1);
     const pad = Math.max(dur * 1.5, 500);
     this.setWindow(item.ts - pad, item.ts + dur + pad);
@@ -187,6 +214,127 @@ export class Timeline {
       }
     }
     if (select) this.select(item.row);
+  }
+
+  // The lane of ``item`` shown: its group expanded, and its lane unfolded if the item is nested.
+  reveal(item) {
+    const lane = this.layout.lanes.find((l) => l.id === item.lane);
+    if (!lane) return;
+    let changed = false;
+    if (this.collapsed.has(lane.group)) { this.collapsed.delete(lane.group); changed = true; }
+    if (item.depth > 0 && this.collapsedLanes.has(lane.id)) { this.collapsedLanes.delete(lane.id); changed = true; }
+    if (changed) { this.relayout(); this.maybeFetch(); }
+  }
+
+  // --- search ------------------------------------------------------------------------------
+
+  // Ask the server for the matches of the search box's text (once per text: Enter and the pause
+  // after typing share one request).
+  runSearch() {
+    const text = this.searchInput.value.trim();
+    if (!text) { this.clearSearch(); return Promise.resolve(); }
+    const regex = this.regexBox.checked;
+    const key = `${regex ? "re" : "text"}:${text}`;
+    if (this.matches && this.matchesKey === key) return Promise.resolve();
+    if (this.pendingKey === key) return this.pending;
+    if (regex) {
+      try { new RegExp(text); } catch (err) { this.searchFailed(`not a valid regular expression: ${err.message}`); return Promise.resolve(); }
+    }
+    const mine = (this.searchSeq = (this.searchSeq || 0) + 1);
+    this.pendingKey = key;
+    this.pending = (async () => {
+      try {
+        // every lane, shown or not: a match in a collapsed group or a folded lane is revealed
+        const found = await this.source.search(text, regex);
+        if (mine !== this.searchSeq || this.destroyed) return;
+        const m = found.matches;
+        this.matches = { ...m, ts: Float64Array.from(m.ts), count: found.count, truncated: found.truncated };
+        this.matchesFor = text;
+        this.matchesKey = key;
+        this.matchIndex = -1;
+        this.searchInput.classList.remove("bad");
+        this.showCount();
+        this.requestDraw();
+      } catch (err) {
+        if (mine === this.searchSeq) this.searchFailed(err.message);
+      } finally {
+        if (this.pendingKey === key) this.pendingKey = null;
+      }
+    })();
+    return this.pending;
+  }
+
+  searchFailed(message) {
+    this.searchSeq = (this.searchSeq || 0) + 1;
+    this.matches = null;
+    this.matchesKey = null;
+    this.searchInput.classList.add("bad");
+    this.searchCount.textContent = message;
+    this.requestDraw();
+  }
+
+  clearSearch() {
+    this.searchSeq = (this.searchSeq || 0) + 1;
+    this.pendingKey = null;
+    this.matches = null;
+    this.matchesKey = null;
+    this.matchIndex = -1;
+    this.searchInput.classList.remove("bad");
+    this.searchCount.textContent = "";
+    this.requestDraw();
+  }
+
+  showCount() {
+    const m = this.matches;
+    if (!m) { this.searchCount.textContent = ""; return; }
+    const total = m.truncated ? `${m.row.length}+ of ${m.count}` : `${m.count}`;
+    this.searchCount.textContent = m.count ? `${this.matchIndex >= 0 ? this.matchIndex + 1 : "–"} / ${total}` : "no match";
+  }
+
+  // The next (or previous) match after the current one; the first step goes to the first match
+  // after the selected slice (or the window's start).
+  async findStep(direction) {
+    await this.runSearch(); // nothing to do when the matches are for this text
+    const m = this.matches;
+    if (!m || !m.row.length) return;
+    let i;
+    if (this.matchIndex >= 0) {
+      i = (this.matchIndex + direction + m.row.length) % m.row.length;
+    } else {
+      const from = this.selected ? this.selected.ts : this.t0;
+      i = direction > 0 ? m.ts.findIndex((t) => t > from) : findLastIndex(m.ts, (t) => t < from);
+      if (i < 0) i = direction > 0 ? 0 : m.row.length - 1;
+    }
+    this.matchIndex = i;
+    this.showCount();
+    this.focus({ row: m.row[i], lane: m.lane[i], ts: m.ts[i], dur: m.dur[i], depth: m.depth[i] });
+  }
+
+  // --- flags -------------------------------------------------------------------------------
+
+  setFlags(flags) {
+    this.flags = flags || [];
+    this.requestDraw();
+  }
+
+  addFlag() {
+    if (!this.options.onFlag) return;
+    const ts = this.selected ? this.selected.ts
+      : this.hoverX !== null && this.hoverX >= LABEL_W ? this.timeAt(this.hoverX) : (this.t0 + this.t1) / 2;
+    this.options.onFlag({ ts: Math.round(ts), row: this.selected ? this.selected.row : null });
+  }
+
+  flagAt(px) {
+    for (const flag of this.flags) if (Math.abs(this.x(flag.ts) - px) <= 6) return flag;
+    return null;
+  }
+
+  // The selected slice (or the range) filling most of the window.
+  frameSelection() {
+    const item = this.selected || (this.range ? { ts: Math.min(this.range.t0, this.range.t1), dur: Math.abs(this.range.t1 - this.range.t0) } : null);
+    if (!item) return;
+    const pad = Math.max(item.dur * 0.25, 200);
+    this.setWindow(item.ts - pad, item.ts + item.dur + pad);
   }
 
   // --- data --------------------------------------------------------------------------------
@@ -275,7 +423,7 @@ export class Timeline {
     return {
       width: this.width, height: this.height, plotW: this.plotW, t0: this.t0, t1: this.t1,
       rows: this.rows, scrollTop: this.scrollTop, data: this.data, strings: this.strings,
-      selected: this.selected, range: this.range, hoverX: this.hoverX,
+      selected: this.selected, range: this.range, hoverX: this.hoverX, flags: this.flags, matches: this.matches,
       arrows: this.arrows(), x: (t) => this.x(t), rowCenter: (lane, depth) => this.rowCenter(lane, depth),
       colorOf: (id) => this.colorOf(id),
     };
@@ -343,6 +491,7 @@ export class Timeline {
     const t = this.timeAt(px);
     if (lane.kind === "counter") return { lane, counter: this.counterAt(lane, d, t), t };
     const depth = Math.floor((y - row.y - LANE_PAD) / ROW_H);
+    if (row.collapsed && depth > 0) return { lane };
     const tolerance = (3 / this.plotW) * (this.t1 - this.t0);
     let best = null;
     for (let i = 0; i < d.ts.length; i++) {
@@ -431,8 +580,9 @@ export class Timeline {
     const startX = e.offsetX;
     const startY = e.offsetY;
     if (startX < LABEL_W) {
-      const hit = this.groupAt(startY);
-      if (hit) this.toggleGroup(hit.group.id);
+      const hit = this.labelAt(startY);
+      if (hit && hit.type === "group") this.toggleGroup(hit.group.id);
+      else if (hit && hit.lane.kind !== "counter" && hit.lane.depth > 1) this.toggleLane(hit.lane.id);
       return;
     }
     const selecting = e.shiftKey || startY < RULER_H;
@@ -468,10 +618,17 @@ export class Timeline {
     window.addEventListener("mouseup", up);
   }
 
-  groupAt(py) {
+  labelAt(py) {
+    if (py < RULER_H) return null;
     const y = py - RULER_H + this.scrollTop;
-    const row = this.rows.find((r) => r.type === "group" && y >= r.y && y < r.y + r.h);
-    return row || null;
+    return this.rows.find((r) => y >= r.y && y < r.y + r.h) || null;
+  }
+
+  toggleLane(id) {
+    if (this.collapsedLanes.has(id)) this.collapsedLanes.delete(id);
+    else this.collapsedLanes.add(id);
+    this.relayout();
+    this.requestDraw();
   }
 
   toggleGroup(id) {
@@ -488,7 +645,10 @@ export class Timeline {
     const hit = this.hit(e.offsetX, e.offsetY);
     const tip = this.tooltip;
     let html = "";
-    if (hit && hit.slice) {
+    const flag = e.offsetY < RULER_H ? this.flagAt(e.offsetX) : null;
+    if (flag) {
+      html = `<b>⚑ ${fmtTime(flag.ts)}</b>${flag.note ? `<br>${escapeHtml(flag.note)}` : ""}`;
+    } else if (hit && hit.slice) {
       const s = hit.slice;
       html = `<b>${escapeHtml(s.name)}</b><br>${fmtTime(s.dur)} at ${fmtTime(s.ts)}`
         + (s.merged > 1 ? `<br><i>${s.merged} slices at this zoom</i>` : "")
@@ -508,6 +668,7 @@ export class Timeline {
 
   onKeyDown(e) {
     if (Timeline.active !== this || this.destroyed || !this.layout) return;
+    if (e.ctrlKey || e.metaKey || e.altKey) return; // the browser's own shortcuts (Ctrl+F, ...)
     const target = e.target;
     if (target && (target.tagName === "INPUT" || target.tagName === "SELECT" || target.tagName === "TEXTAREA")) return;
     const key = e.key.toLowerCase();
@@ -517,6 +678,9 @@ export class Timeline {
     else if (key === "a" || key === "arrowleft") this.panBy(-this.plotW * 0.15);
     else if (key === "d" || key === "arrowright") this.panBy(this.plotW * 0.15);
     else if (key === "escape") { this.clearSelection(); if (this.options.onRange) this.options.onRange(null); }
+    else if (key === "f") this.frameSelection();
+    else if (key === "m") this.addFlag();
+    else if (e.key === "/") { this.searchInput.focus(); this.searchInput.select(); }
     else return;
     e.preventDefault();
   }
@@ -533,6 +697,11 @@ export class Timeline {
 }
 
 Timeline.active = null;
+
+function findLastIndex(values, test) {
+  for (let i = values.length - 1; i >= 0; i--) if (test(values[i])) return i;
+  return -1;
+}
 
 // Level-of-detail slices come ordered by (nesting level, time): the index ranges of each level,
 // so drawing can binary-search the visible part of every level instead of scanning them all.

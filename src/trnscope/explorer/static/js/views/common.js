@@ -33,8 +33,24 @@ export function deviceHash(id, link) {
   return `#/p/${id}/device/${link.neff_id}/${link.nc}${seq}`;
 }
 
+// ``item.mark``: a label; the item's interval is then shown marked (an idle gap from the summary).
 export function systemHash(id, item) {
   const dur = Math.max(item.dur || 0, 1);
   const pad = Math.max(dur * 1.5, 500);
-  return `#/p/${id}/system?t0=${Math.floor(item.ts - pad)}&t1=${Math.ceil(item.ts + dur + pad)}${item.row !== undefined ? `&row=${item.row}` : ""}`;
+  const mark = item.mark ? `&mark=${Math.round(item.ts)},${Math.round(item.ts + dur)},${encodeURIComponent(item.mark)}` : "";
+  return `#/p/${id}/system?t0=${Math.floor(item.ts - pad)}&t1=${Math.ceil(item.ts + dur + pad)}${item.row !== undefined ? `&row=${item.row}` : ""}${mark}`;
+}
+
+// A call framed with its context: the slice and everything its flows lead to (its runtime call,
+// the queue, the device execution), with a quarter of that span each side, so the kernel a host op
+// launched is on screen too (framing the op alone left it off to the right).
+export function framedHash(id, details) {
+  let a = details.ts;
+  let b = details.ts + Math.max(details.dur, 1);
+  for (const item of [...(details.downstream || []), ...(details.upstream || [])]) {
+    a = Math.min(a, item.ts);
+    b = Math.max(b, item.ts + item.dur);
+  }
+  const pad = Math.max((b - a) * 0.25, 1000);
+  return `#/p/${id}/system?t0=${Math.floor(a - pad)}&t1=${Math.ceil(b + pad)}&row=${details.row}`;
 }

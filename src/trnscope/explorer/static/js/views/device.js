@@ -8,7 +8,7 @@ import { el, fmtBytes, fmtCount, fmtPercentValue, fmtTime, fill } from "../forma
 import { Timeline } from "../timeline/timeline.js";
 import { renderDetails, renderSelection } from "../widgets/details.js";
 import { errorPanel, systemHash } from "./common.js";
-import { enableSplitter, showInPane } from "./system.js";
+import { attachFlags, enableSplitter, showInPane } from "./system.js";
 
 export async function deviceView(main, { id, neff, nc, query }) {
   const info = el("div.device-info");
@@ -16,7 +16,10 @@ export async function deviceView(main, { id, neff, nc, query }) {
   const host = el("div.timeline-host");
   const page = el("div.trace-page", {}, info, host, el("div.splitter"), pane);
   fill(main, page);
+  const { flags, unsubscribe } = attachFlags(id, `device/${neff}/${Number(nc)}`, () => timeline);
   const timeline = new Timeline(host, api.source(id, { neff, nc: Number(nc) }), {
+    onFlag: flags.onFlag,
+    toolbarExtra: flags.menu.node,
     onSelect: (details) => showInPane(pane, details ? renderDetails(details, { onJump: (item) => timeline.focus(item) }) : null),
     onRange: (summary) => { if (summary) showInPane(pane, renderSelection(summary)); },
     onError: (err) => showInPane(pane, errorPanel(err, { title: "Request failed" })),
@@ -25,13 +28,15 @@ export async function deviceView(main, { id, neff, nc, query }) {
   try {
     layout = await timeline.init();
   } catch (err) {
+    unsubscribe();
     timeline.destroy();
     fill(main, errorPanel(err, { title: "This device trace cannot be opened" }));
     return {};
   }
+  flags.ready();
   info.append(header(layout, id, query.seq ? Number(query.seq) : null));
   enableSplitter(page);
-  return { destroy() { timeline.destroy(); }, timeline };
+  return { destroy() { unsubscribe(); timeline.destroy(); }, timeline };
 }
 
 function header(layout, id, seq) {

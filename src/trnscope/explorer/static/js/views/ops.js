@@ -5,7 +5,7 @@
 import { api } from "../api.js";
 import { el, fmtBytes, fmtCount, fmtPct, fmtPercentValue, fmtTime, fill } from "../format.js";
 import { DataTable, downloadText } from "../widgets/table.js";
-import { deviceHash, errorPanel, go, loading, systemHash } from "./common.js";
+import { deviceHash, errorPanel, framedHash, go, loading, systemHash } from "./common.js";
 
 export async function opsView(main, { id }) {
   fill(main, loading("Building the operator table…"));
@@ -103,8 +103,14 @@ function opDetail(id, row, neuron) {
     parts.push(el("p.muted", {}, "No device work under this op."));
   }
   if (row.first_row >= 0 && row.first_ts !== null) {
-    parts.push(el("button", { onclick: (e) => { e.stopPropagation(); go(systemHash(id, { ts: row.first_ts, dur: row.cpu_total_ns / Math.max(row.calls, 1), row: row.first_row })); } },
-      "Show first call in the system trace"));
+    parts.push(el("button.first-call", { onclick: async (e) => {
+      e.stopPropagation();
+      try {
+        go(framedHash(id, await api.source(id).details(row.first_row)));
+      } catch {
+        go(systemHash(id, { ts: row.first_ts, dur: row.cpu_total_ns / Math.max(row.calls, 1), row: row.first_row }));
+      }
+    } }, "Show first call in the system trace"));
   }
   return el("div.op-detail", { onclick: (e) => e.stopPropagation() }, parts);
 }

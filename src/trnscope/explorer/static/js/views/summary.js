@@ -83,7 +83,7 @@ export async function summaryView(main, { id }) {
       { key: "device", title: "Device" },
     ],
     rows: idle.largest, sortKey: "duration_ns",
-    onRowClick: (g) => go(systemHash(id, { ts: g.ts, dur: g.duration_ns })),
+    onRowClick: (g) => go(systemHash(id, { ts: g.ts, dur: g.duration_ns, mark: `idle gap (${g.cause.replace("_", " ")})` })),
     className: "gaps-table",
   });
 

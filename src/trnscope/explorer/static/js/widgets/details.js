@@ -73,10 +73,12 @@ function argsTable(args) {
 }
 
 export function renderSelection(sel) {
+  // self time (nested slices' time left to them), so the shares add up to 100%
   const names = sel.names.map((n) => el("tr", {},
     el("td", {}, el("span.swatch", { style: `background:${colorFor(n.name)}` }), n.name),
-    el("td.right", {}, fmtCount(n.count)), el("td.right", {}, fmtTime(n.time_ns)),
-    el("td.right", {}, fmtPct(n.time_ns / sel.duration_ns))));
+    el("td.right", {}, fmtCount(n.count)), el("td.right", {}, fmtTime(n.self_ns ?? n.time_ns)),
+    el("td.right.muted", {}, fmtTime(n.time_ns)),
+    el("td.right", {}, fmtPct(n.share ?? n.time_ns / sel.duration_ns))));
   const lanes = sel.lanes.filter((l) => l.slices).map((l) => el("tr", {},
     el("td", {}, l.title), el("td.right", {}, fmtCount(l.slices)), el("td.right", {}, fmtTime(l.busy_ns)),
     el("td.right", {}, fmtPct(l.busy_share))));
@@ -84,8 +86,8 @@ export function renderSelection(sel) {
     el("div.details-head", {}, el("h3", {}, `Selection: ${fmtTime(sel.duration_ns)}`),
       el("span.muted", {}, `${fmtTime(sel.t0)} – ${fmtTime(sel.t1)} · ${fmtCount(sel.slices)} slices · Esc clears`)),
     el("div.two-col", {},
-      el("div", {}, el("h4", {}, "By name (time inside the selection)"),
-        el("table.mini", {}, el("tr", {}, ["Name", "Count", "Time", "Share"].map((h) => el("th", {}, h))), names)),
+      el("div", {}, el("h4", {}, "By name (self time inside the selection; shares of all names' self time)"),
+        el("table.mini.by-name", {}, el("tr", {}, ["Name", "Count", "Self", "With nested", "Share"].map((h) => el("th", {}, h))), names)),
       el("div", {}, el("h4", {}, "By lane (top-level busy time)"),
         el("table.mini", {}, el("tr", {}, ["Lane", "Slices", "Busy", "Busy %"].map((h) => el("th", {}, h))), lanes))));
 }

@@ -1,0 +1,211 @@
+"""The timeline's features in headless Chromium: slice search with next/previous, folding one
+lane, flags with notes saved beside the profile, range shares that add up, an idle gap marked
+from the summary, "show first call" framing the kernel too, distinct colours, and the dark theme.
+Screenshots land in test-artifacts/explorer/ beside the other browser tests'."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from test_explorer_browser import (  # noqa: F401 - fixtures shared with the other browser tests
+    browser, ids, locate, open_hash, page, select_range, server, shot, wait_timeline,
+)
+from trnscope.explorer.notes import SUFFIX
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+TL = "window.__trnscope.timelines.at(-1)"
+
+
+def test_search_steps_through_matches_next_and_previous(page, ids):
+    open_hash(page, f"#/p/{ids['naive']}/system")
+    wait_timeline(page)
+    page.locator("input.tl-search").fill("aten::mul")
+    page.locator("input.tl-search").press("Enter")
+    page.wait_for_selector(".details h3:text('aten::mul')")
+    first = page.evaluate(f"() => {TL}.selected")
+    count = page.locator(".tl-count").inner_text()
+    assert re.fullmatch(r"\d+ / 6", count), count
+    page.locator("button.tl-next").click()
+    page.wait_for_function(f"(ts) => {TL}.selected && {TL}.selected.ts > ts", arg=first["ts"])
+    second = page.evaluate(f"() => {TL}.selected")
+    assert second["row"] != first["row"]
+    # the match is on screen
+    t0, t1 = page.evaluate(f"() => [{TL}.t0, {TL}.t1]")
+    assert t0 <= second["ts"] and second["ts"] + second["dur"] <= t1
+    page.locator("input.tl-search").press("Shift+Enter")
+    page.wait_for_function(f"(row) => {TL}.selected && {TL}.selected.row === row", arg=first["row"])
+    page.wait_for_timeout(200)
+    shot(page, "20-search")
+    # a regular expression, and one that does not compile says so
+    page.locator(".tl-regex input").check()
+    page.locator("input.tl-search").fill("^aten::(mul|pow)$")
+    page.wait_for_function(f"() => {TL}.matchesFor === '^aten::(mul|pow)$'")
+    total = int(page.locator(".tl-count").inner_text().split("/ ")[1])
+    assert total > 6
+    page.locator("input.tl-search").fill("aten::(")
+    page.wait_for_function("() => document.querySelector('input.tl-search').classList.contains('bad')")
+    assert "regular expression" in page.locator(".tl-count").inner_text()
+
+
+def test_any_single_lane_folds_to_its_top_level(page, ids):
+    open_hash(page, f"#/p/{ids['naive']}/system")
+    wait_timeline(page)
+    before = page.evaluate(f"""() => {{ const t = {TL};
+        const row = t.rows.find((r) => r.type === 'lane' && r.lane.depth > 1);
+        const others = t.rows.filter((r) => r !== row).map((r) => r.h);
+        const box = t.canvas.getBoundingClientRect();
+        return {{ id: row.lane.id, h: row.h, depth: row.lane.depth, others,
+                  x: box.left + 60, y: box.top + 26 + row.y - t.scrollTop + 8 }}; }}""")
+    page.mouse.click(before["x"], before["y"])  # on the lane's label
+    after = page.evaluate(f"""(id) => {{ const t = {TL}; const row = t.rows.find((r) => r.lane && r.lane.id === id);
+        return {{ h: row.h, collapsed: row.collapsed, others: t.rows.filter((r) => r !== row).map((r) => r.h),
+                  groups: t.collapsed.size }}; }}""", before["id"])
+    assert after["collapsed"] and after["h"] < before["h"]
+    assert after["others"] == before["others"]  # only that lane folded; its group stays open
+    page.wait_for_timeout(150)
+    shot(page, "21-lane-folded")
+    page.mouse.click(before["x"], before["y"])
+    assert page.evaluate(f"(id) => {TL}.rows.find((r) => r.lane && r.lane.id === id).h", before["id"]) == before["h"]
+
+
+def test_flags_with_notes_are_saved_beside_the_profile(page, ids, server, explorer_root):
+    _, app = server
+    entry = app.state.explorer.catalog.get(ids["fused"])
+    notes = entry.path.with_name(entry.path.name + SUFFIX)
+    notes.unlink(missing_ok=True)
+    open_hash(page, f"#/p/{ids['fused']}/system")
+    wait_timeline(page)
+    point = locate(page, "aten::rms_norm", "framework/")
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_selector(".details h3:text('aten::rms_norm')")
+    page.locator("button.tl-flag").click()
+    page.locator(".flag-item input.flag-note").fill("the fused kernel")
+    saved = wait_for_file(notes, lambda flags: flags and flags[0]["note"])
+    selected = page.evaluate(f"() => {TL}.selected")
+    assert len(saved) == 1 and saved[0]["note"] == "the fused kernel" and saved[0]["view"] == "system"
+    assert saved[0]["row"] == selected["row"] and saved[0]["ts"] == round(selected["ts"])
+    page.wait_for_timeout(200)
+    shot(page, "22-flags")
+    # a new page finds it again, drawn on the timeline
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    wait_timeline(page)
+    page.wait_for_function(f"() => {TL}.flags.length === 1")
+    assert page.locator(".tl-flags summary").inner_text() == "Flags (1)"
+    page.locator(".tl-flags summary").click()
+    page.locator(".flag-delete").click()
+    assert wait_for_file(notes, lambda flags: flags == []) == []
+
+
+def wait_for_file(path, ready, timeout=10.0):
+    """The flags in ``path`` once ``ready(flags)`` holds (the page saves in the background)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        flags = json.loads(path.read_text())["flags"] if path.exists() else None
+        if flags is not None and ready(flags) or time.monotonic() > deadline:
+            return flags
+        time.sleep(0.1)
+
+
+def test_range_shares_add_up(page, ids):
+    open_hash(page, f"#/p/{ids['naive']}/system")
+    wait_timeline(page)
+    box = page.locator("canvas.tl-canvas").bounding_box()
+    select_range(page, 280, box["width"] - 20)
+    shares = page.locator("table.by-name tr td:last-child").all_inner_texts()
+    total = sum(float(s.rstrip("%")) for s in shares)
+    assert 99.0 <= total <= 100.5, shares  # 200 names at most: all of these fit
+
+
+def test_idle_gap_from_the_summary_is_marked(page, ids):
+    open_hash(page, f"#/p/{ids['naive']}/summary")
+    page.locator("table.gaps-table tbody tr").first.click()
+    page.wait_for_selector("body[data-page='system']")
+    wait_timeline(page)
+    r = page.evaluate(f"() => {TL}.range")
+    assert r and r["t1"] > r["t0"] and r["label"].startswith("idle gap")
+    t0, t1 = page.evaluate(f"() => [{TL}.t0, {TL}.t1]")
+    assert t0 < r["t0"] < r["t1"] < t1
+    page.wait_for_selector(".details.selection")  # what the host did meanwhile
+    page.wait_for_timeout(200)
+    shot(page, "23-gap-marked")
+
+
+def test_show_first_call_frames_the_call_and_its_kernel(page, ids):
+    open_hash(page, f"#/p/{ids['naive']}/ops")
+    page.locator("table.ops-table span.op-name:text-is('aten::mul')").click()
+    page.locator("button.first-call").click()
+    page.wait_for_selector("body[data-page='system']")
+    wait_timeline(page)
+    page.wait_for_selector(".details h3:text('aten::mul')")
+    t0, t1 = page.evaluate(f"() => [{TL}.t0, {TL}.t1]")
+    # the op and the device execution it launched are both on screen
+    hw = page.evaluate(f"""() => {{ const t = {TL}; const lane = t.layout.lanes.find((l) => l.title.startsWith('neuron_hw'));
+        return t.details.downstream.filter((d) => d.lane === lane.id); }}""")
+    assert hw, "no execution downstream of the op"
+    assert all(t0 <= d["ts"] and d["ts"] + d["dur"] <= t1 for d in hw)
+    op = page.evaluate(f"() => {TL}.selected")
+    assert t0 < op["ts"] and (t1 - t0) > 1.2 * (max(d["ts"] + d["dur"] for d in hw) - op["ts"])  # with context
+    page.wait_for_timeout(200)
+    shot(page, "24-first-call")
+
+
+def test_colours_of_the_names_on_screen_differ(page, ids):
+    open_hash(page, f"#/p/{ids['naive']}/system")
+    wait_timeline(page)
+    colours = page.evaluate(f"""() => {{ const t = {TL};
+        return t.layout.color_order.slice(0, 16).map((n) => [n, t.colorOfName ? t.colorOfName(n) : null]); }}""")
+    names = page.evaluate(f"() => {TL}.layout.color_order.slice(0, 16)")
+    picked = page.evaluate("""async (names) => { const m = await import(document.querySelector('link[rel=modulepreload][href*="colors.js"]').href);
+        return names.map((n) => m.colorFor(n)); }""", names)
+    assert colours and len(set(picked)) == len(picked), dict(zip(names, picked))
+
+
+def test_dark_theme(page, ids):
+    open_hash(page, f"#/p/{ids['naive']}/system")
+    wait_timeline(page)
+    page.locator("button.theme-toggle").click()
+    assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    page.wait_for_timeout(200)
+    # the canvas follows: its background is the dark one
+    pixel = page.evaluate(f"""() => {{ const t = {TL}; const d = t.ctx.getImageData(t.width - 5, t.height - 5, 1, 1).data;
+        return [d[0], d[1], d[2]]; }}""")
+    assert sum(pixel) < 150, pixel
+    shot(page, "25-dark-system")
+    open_hash(page, f"#/p/{ids['naive']}/summary")  # kept across pages
+    page.wait_for_selector("ol.recs li")
+    assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    shot(page, "26-dark-summary")
+    page.locator("button.theme-toggle").click()
+    assert page.evaluate("() => document.documentElement.dataset.theme") == "light"
+
+
+def test_sql_page_runs_a_query_and_opens_a_row(page, ids, monkeypatch):
+    import test_explorer_browser
+
+    # the refused query below answers 400, which the browser logs
+    monkeypatch.setattr(test_explorer_browser, "EXPECTED_CONSOLE", (*test_explorer_browser.EXPECTED_CONSOLE, "status of 400"))
+    open_hash(page, f"#/p/{ids['naive']}/query")
+    page.locator("textarea.sql-editor").fill("SELECT row, name, dur_ns FROM slices WHERE name = 'aten::pow' ORDER BY ts_ns")
+    page.locator("textarea.sql-editor").press("Control+Enter")
+    page.wait_for_selector("table.sql-table tbody tr")
+    assert page.locator(".sql-status").inner_text().startswith("3 row(s)")
+    assert page.locator("table.sql-table thead th, table.sql-table th").first.inner_text().startswith("row")
+    page.locator(".sql-tables details summary:has-text('instructions')").click()
+    page.wait_for_timeout(100)
+    shot(page, "27-sql")
+    page.locator("table.sql-table tbody tr").first.click()  # a slice row: into the system trace
+    page.wait_for_selector("body[data-page='system']")
+    wait_timeline(page)
+    page.wait_for_selector(".details h3:text('aten::pow')")
+    # a refused query says why
+    open_hash(page, f"#/p/{ids['naive']}/query")
+    page.locator("textarea.sql-editor").fill("DROP TABLE slices")
+    page.locator("button.sql-run").click()
+    page.wait_for_selector("pre.sql-error")
+    assert "read-only" in page.locator("pre.sql-error").inner_text()
