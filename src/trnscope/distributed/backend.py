@@ -184,7 +184,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     dtype=sig.dtype_name(fingerprint.dtype) if fingerprint is not None else "none",
                     in_nelems=in_nelems, out_nelems=out_nelems, nbytes=nbytes, algorithm=algo, reduce_op=reduce_op,
                     host_start_ns=host_start, host_end_ns=host_end, arrival_ns=arrival, device_start_ns=start,
-                    device_end_ns=end, arrivals_ns=arrivals, coalesced=coalesced, thread=threading.get_ident()))
+                    device_end_ns=end, arrivals_ns=arrivals, coalesced=coalesced, thread=threading.get_native_id()))
             return NeuronWork(self, core, end, result if result is not None else tensors)
 
     def _core_of(self, tensors):
@@ -236,6 +236,21 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             f"(rank {ranks[self.rank()] if self.rank() < len(ranks) else self.rank()} stops here; gloo said: "
             f"{str(exc).splitlines()[0][:200]}). Look at that rank's own output for the cause.")
 
+    def _gloo_allreduce(self, t: torch.Tensor, op) -> None:
+        """gloo's all_reduce with the ops it lacks: AVG (a SUM, divided by the group size) and
+        PREMUL_SUM (multiplied by the op's factor first)."""
+        name = sig.redop_name(op)
+        o = dist.AllreduceOptions()
+        o.reduceOp = dist.ReduceOp.SUM if name in ("avg", "premul_sum") else op
+        if name == "premul_sum":
+            t.mul_(_premul_factor(op))
+        self._gloo.allreduce([t], o).wait()
+        if name == "avg":
+            if t.is_floating_point() or t.is_complex():
+                t.div_(self.size())
+            else:
+                t.floor_divide_(self.size())
+
     def wait_outstanding(self) -> None:
         """Order every collective nobody waited for before the current stream's next work."""
         works, self._outstanding = list(self._outstanding.values()), {}
@@ -259,9 +274,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
         def run():
             for t in d.dense:  # one gloo call per tensor (gloo's coalesced form needs equal dtypes)
-                o = dist.AllreduceOptions()
-                o.reduceOp = opts.reduceOp
-                self._gloo.allreduce([t], o).wait()
+                self._gloo_allreduce(t, opts.reduceOp)
             d.finish()
         fp = tensors[0] if len(tensors) == 1 else _flat_fingerprint(tensors)
         n = sum(t.numel() for t in tensors)
@@ -306,9 +319,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         def run():
             # through an all_reduce of the concatenated input: gloo's reduce_scatter takes only some dtypes
             flat = torch.cat([t.reshape(-1) for t in d_in.dense])
-            o = dist.AllreduceOptions()
-            o.reduceOp = opts.reduceOp
-            self._gloo.allreduce([flat], o).wait()
+            self._gloo_allreduce(flat, opts.reduceOp)
             n = d_out.dense[0].numel()
             r = self.rank()
             d_out.dense[0].copy_(flat[r * n:(r + 1) * n].view_as(d_out.dense[0]))
@@ -525,8 +536,15 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     rank=ranks[self.rank()], device=core.index, dtype=sig.dtype_name(t.dtype), in_nelems=t.numel(),
                     out_nelems=t.numel(), nbytes=nbytes, algorithm=algo, reduce_op="", host_start_ns=host_start,
                     host_end_ns=clock.now(), arrival_ns=arrival, device_start_ns=start, device_end_ns=end,
-                    arrivals_ns=[arrival, int(other[0])], peer=ranks[peer], thread=threading.get_ident()))
+                    arrivals_ns=[arrival, int(other[0])], peer=ranks[peer], thread=threading.get_native_id()))
             return NeuronWork(self, core, end, tensors)
+
+
+def _premul_factor(op):
+    f = op.factor if hasattr(op, "factor") else None
+    if f is None:
+        raise DistributedError("a PREMUL_SUM reduce op without a factor")
+    return f.item() if isinstance(f, torch.Tensor) else float(f)
 
 
 def _flat_fingerprint(tensors) -> torch.Tensor:

@@ -25,10 +25,15 @@ def dtype_name(dt) -> str:
 
 
 def redop_name(op) -> str:
+    """``sum``, ``avg``, ... for a ``ReduceOp`` (or its ``RedOpType``)."""
     if op is None:
         return ""
-    name = str(getattr(op, "name", op)).lower().replace("reduceop.", "").replace("redopType.", "")
-    return name.split(".")[-1]
+    import torch.distributed as dist
+
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
+        if op == getattr(dist.ReduceOp, name):
+            return name.lower()
+    return "unknown"
 
 
 def encode(arrival_ns: int, seq: int, kind: str, t: torch.Tensor | None, reduce_op: str) -> list[int]:

@@ -24,20 +24,27 @@ class RankState:
         self.world_size = 1
         self.slowdown = 1.0
         self.incomplete: str | None = None   # why this rank's profile may be partial
+        self.info: dict | None = None        # distributedInfo of the world group (PyTorch's keys)
 
     # --- set up by the first process group ------------------------------------------------------
     def join(self, gloo, rank: int, size: int) -> None:
         """Exchange (rank, node, local rank) with every rank of the world group; apply the what-ifs."""
         if self.placements:
             return
+        from ..profiling import correlate
+
         local = self.local_rank if self.local_rank >= 0 else rank
-        mine = torch.tensor([rank, self.node, local], dtype=torch.int64)
+        mine = torch.tensor([rank, self.node, local, correlate.epoch_offset_ns()], dtype=torch.int64)
         out = [torch.empty_like(mine) for _ in range(size)]
         gloo.allgather([out], [mine]).wait()
         for row in out:
-            g, node, lr = (int(v) for v in row.tolist())
+            g, node, lr, _ = (int(v) for v in row.tolist())
             self.placements[g] = place(lr, node, self.spec, self.topology)
+        # one epoch axis for every rank's files: rank 0's (its host's boot-time offset; on one host
+        # every process has the same one, give or take the reading's few ns)
+        correlate.SHARED_EPOCH_OFFSET_NS = next(int(r[3]) for r in out if int(r[0]) == 0)
         self.rank, self.world_size = rank, size
+        self.info = {"backend": "neuron", "rank": rank, "world_size": size, "pg_count": 1, "pg_config": []}
         factor = whatif.rank_slowdowns().get(rank)
         if factor is not None:
             from ..runtime.hostcost import host_costs, set_host_costs
