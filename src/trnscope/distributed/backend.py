@@ -553,4 +553,7 @@ def _flat_fingerprint(tensors) -> torch.Tensor:
 
 
 def create_neuron_process_group(store, rank: int, size: int, timeout: timedelta) -> ProcessGroupNeuron:
+    from . import fsdp
+
+    fsdp.install()
     return ProcessGroupNeuron(store, rank, size, timeout)
