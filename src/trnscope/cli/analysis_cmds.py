@@ -76,6 +76,12 @@ class SummaryCommand:
         parser.add_argument("--wide", action="store_true", help="full names, whatever the terminal's width")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from ..analysis.ranks import is_run
+
+        if is_run(args.profile):  # a multi-rank run folder: one report over every rank
+            from .ranks_cmd import summarise_run
+
+            return summarise_run(args.profile, console, args.json, args.top, args.wide)
         targets, searched = _targets(args.profile)
         if args.json:
             out = []
