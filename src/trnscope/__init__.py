@@ -25,6 +25,9 @@ def enable_device() -> None:
     from .device.runtime_bridge import EXECUTOR
 
     fused_ops.register()
+    from .distributed import register as register_distributed
+
+    register_distributed()
     if device.dispatch.get_executor() is not EXECUTOR:
         device.set_executor(EXECUTOR)
 

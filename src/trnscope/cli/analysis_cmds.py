@@ -91,7 +91,12 @@ class SummaryCommand:
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
         from ..analysis import ProfileError
+        from ..analysis.ranks import is_run
 
+        if is_run(args.profile):  # a multi-rank run folder: one report over every rank
+            from .ranks_cmd import summarise_run
+
+            return summarise_run(args.profile, console, args.json, args.top, args.wide)
         targets, searched = _targets(args.profile)
         failed = 0
         if args.json:

@@ -10,6 +10,7 @@ profiles the whole script (DEVICE + RUNTIME) into DIR.
 from __future__ import annotations
 
 import argparse
+import os
 import runpy
 import sys
 import types
@@ -61,21 +62,33 @@ class RunCommand:
         parser.add_argument("script", type=Path)
         parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
         parser.add_argument("--profile", type=Path, metavar="DIR",
-                            help="profile the whole run (DEVICE + RUNTIME modes) into DIR")
+                            help="profile the whole run (DEVICE + RUNTIME modes) into DIR (with --nproc: one "
+                                 "directory per rank under DIR/rank_<RANK>)")
+        from ..distributed import launch
+
+        launch.add_arguments(parser)
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
         script: Path = args.script
         if not script.is_file():
             raise ValueError(f"{script}: no such script")
+        from ..distributed import launch
+
+        if launch.wanted(args):
+            return launch.launch(args, console)
+        profile_dir = args.profile
+        if profile_dir is not None and launch.in_worker():
+            profile_dir = launch.rank_profile_dir(profile_dir)
+            os.environ.setdefault("NEURON_RT_VISIBLE_CORES", os.environ.get("LOCAL_RANK", "0"))
         install_torch_neuronx_alias()
         saved_argv = sys.argv
         sys.argv = [str(script), *args.args]
         sys.path.insert(0, str(script.resolve().parent))
         try:
-            if args.profile:
+            if profile_dir:
                 from ..profiling.whole_run import profile_whole_run
 
-                with profile_whole_run(args.profile, console):
+                with profile_whole_run(profile_dir, console):
                     runpy.run_path(str(script), run_name="__main__")
             else:
                 runpy.run_path(str(script), run_name="__main__")

@@ -34,6 +34,16 @@ class ViewCommand:
             raise UsageError(f"no such file or directory: {', '.join(missing)}")
         if not 0 <= args.port <= 65535:
             raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+        from ..analysis.ranks import is_run
+
+        dirs = []
+        for d in args.dirs:  # a multi-rank run opens as one trace of all its ranks (and each rank's profile)
+            if is_run(Path(d)):
+                from .ranks_cmd import merged_for_view
+
+                dirs.append(str(merged_for_view(Path(d))))
+            dirs.append(d)
+        args.dirs = dirs
         server_plan = plan(args.host, args.port, args.token)
         _check_can_bind(server_plan.host, server_plan.port)
         serve(args.dirs, server_plan, use_cache=not args.no_cache, open_browser=args.open,

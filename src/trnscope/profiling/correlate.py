@@ -64,12 +64,19 @@ def is_public_frame(name: str) -> bool:
     return bool(_PUBLIC_FRAME.match(name))
 
 
+# set by a multi-rank run (trnscope.distributed): rank 0's offset, so that every rank's files put
+# the emulated clock on one epoch axis
+SHARED_EPOCH_OFFSET_NS: int | None = None
+
+
 def epoch_offset_ns(samples: int = 15) -> int:
     """``time.time_ns() - time.perf_counter_ns()``, from the tightest of ``samples`` readings.
 
     Kineto stamps events in Unix-epoch ns (CLOCK_REALTIME); the runtime's clock is built on
     ``perf_counter_ns`` (CLOCK_MONOTONIC). Their difference is constant between clock steps.
     """
+    if SHARED_EPOCH_OFFSET_NS is not None:
+        return SHARED_EPOCH_OFFSET_NS
     best = None
     for _ in range(samples):
         a = time.perf_counter_ns()

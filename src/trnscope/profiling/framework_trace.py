@@ -229,6 +229,9 @@ class FrameworkView:
             doc["traceName"] = trace_name
         doc["trnscope"] = self.window_metadata()
         doc["traceEvents"] = events
+        from ..distributed.trace_events import add_to_document
+
+        add_to_document(self, doc, device_pid)  # distributedInfo and collectives, in a multi-rank run
         return doc
 
     def window_metadata(self) -> dict:

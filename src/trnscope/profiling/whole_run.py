@@ -22,12 +22,32 @@ from .export import NeuronProfiler
 def profile_whole_run(out_dir, console=None, modes=(ProfileMode.DEVICE, ProfileMode.RUNTIME)):
     cfg = NeuronConfig(modes=list(modes), profile_output_dir=Path(out_dir))
     exporter = NeuronProfiler(cfg)
+    failure: BaseException | None = None
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
                  record_shapes=True) as prof:
         try:
             yield prof
-        finally:
+        except BaseException as exc:  # the script failed: what it recorded is still written, marked partial
+            failure = exc
+            _mark_incomplete(exc)
+        try:
             torch.neuron.synchronize()
+        except Exception:
+            pass
     where = exporter.export_trace(prof)
     if console is not None and where is not None:
-        console.print(f"profile written to {where}")
+        console.print(f"profile written to {where}" + (" (incomplete: the script failed)" if failure else ""))
+    if failure is not None:
+        raise failure
+
+
+def _mark_incomplete(exc: BaseException) -> None:
+    """A multi-rank run's trace says the rank stopped early, and why (trnscope.distributed)."""
+    import torch.distributed as dist
+
+    if isinstance(exc, SystemExit) and not exc.code:
+        return
+    if dist.is_available() and dist.is_initialized():
+        from ..distributed.state import rank_state
+
+        rank_state().incomplete = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]

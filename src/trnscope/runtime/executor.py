@@ -59,6 +59,9 @@ class NeuronCoreRuntime:
         self.clock = clock
         self.spec = spec or get_spec()
         self.device_free_ns = 0
+        # device ns at which the collective engines' last queued collective ends: they run
+        # beside the compute queue (trnscope.distributed), and a synchronize waits for both
+        self.cc_free_ns = 0
         self.records: list[Execution] = []
         self.recording = False
         # called with each recorded Execution, on the thread that made it, outside the lock (the
@@ -246,10 +249,10 @@ class NeuronCoreRuntime:
 
     def synchronize(self) -> int:
         """Block the host until the device is idle; returns the emulated ns waited."""
-        return self.clock.wait_until(self.device_free_ns)
+        return self.clock.wait_until(max(self.device_free_ns, self.cc_free_ns))
 
     def in_flight(self) -> bool:
-        return self.device_free_ns > self.clock.now()
+        return max(self.device_free_ns, self.cc_free_ns) > self.clock.now()
 
     # --- statistics ---------------------------------------------------------------------------------
     def stats(self) -> dict:

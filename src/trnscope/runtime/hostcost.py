@@ -54,6 +54,10 @@ class HostCosts:
         "nrt_execute of a loaded NEFF in asynchronous mode: enqueue on the NeuronCore's execution queue. "
         "Assumption, the order of a CUDA kernel launch's host cost (a few us); S33/S36's 0.4-0.7 ms are "
         "synchronous framework paths that include Python and waits.")
+    collective_submit_ns: int = _cost(
+        5_000,
+        "queueing one collective on the collective engines (TorchNeuron's ProcessGroupNeuron: its work "
+        "object, the stream wait, the runtime's enqueue). Assumption, as submit_ns.")
     alloc_ns: int = _cost(
         1_000, "a caching-allocator hit for a new device tensor (empty/empty_strided). Assumption.")
     view_ns: int = _cost(

@@ -15,8 +15,9 @@ Layout, under the root::
                                       this module), so a cache written by another build, older or
                                       newer, is never read
       <spec>/                         one per target spec: a hash of every field of the HardwareSpec
-        neff_<id>.neff                the NEFF (``trnscope inspect`` reads it)
-        neff_<id>.timeline.npz        its simulated timeline on this spec, beside it
+        neff_<id>_<sha>.neff          the NEFF (``trnscope inspect`` reads it); <sha>: the first 12
+                                      hex digits of its SHA-256, so concurrent writers never collide
+        neff_<id>_<sha>.timeline.npz  its simulated timeline on this spec, beside it
         keys/<key>.json               the commit record of one op call's entry (see below)
 
 ``<key>`` is the SHA-256 of the op call as the lowering cache keys it (name, tensor metadata,
@@ -205,18 +206,22 @@ class NeffCache:
         try:
             self._prune_once()
             (d / "keys").mkdir(parents=True, exist_ok=True)
-            name = f"neff_{program.neff_id}.neff"
             data = neff.to_bytes(program)
+            sha = hashlib.sha256(data).hexdigest()
+            # file names carry their content's digest: processes storing the same NEFF at once (the
+            # ranks of a multi-rank run) never overwrite a file another one's record describes
+            name = f"neff_{program.neff_id}_{sha[:12]}.neff"
             _write_atomic(d / name, data)
             rec = {"format": FORMAT, "key": text, "op": program.ops[0] if program.ops else program.name,
-                   "neff": name, "neff_bytes": len(data), "neff_sha256": hashlib.sha256(data).hexdigest(),
+                   "neff": name, "neff_bytes": len(data), "neff_sha256": sha,
                    "compile_ns": int(compile_ns), "created": time.time(), "trnscope": __version__,
                    "build": build_fingerprint(), "timeline": None}
             blob = _timeline_to_bytes(timeline) if timeline is not None else None
             if blob is not None:
-                tname = f"neff_{program.neff_id}.timeline.npz"
+                tsha = hashlib.sha256(blob).hexdigest()
+                tname = f"neff_{program.neff_id}_{tsha[:12]}.timeline.npz"
                 _write_atomic(d / tname, blob)
-                rec.update(timeline=tname, timeline_bytes=len(blob), timeline_sha256=hashlib.sha256(blob).hexdigest())
+                rec.update(timeline=tname, timeline_bytes=len(blob), timeline_sha256=tsha)
             _write_atomic(d / "keys" / f"{_digest(text)}.json", orjson.dumps(rec))
         except OSError:
             metrics.count("CompilationCache.DiskErrors")

@@ -1,0 +1,87 @@
+"""A rank's collectives in its framework trace, and PyTorch's ``distributedInfo``.
+
+Each collective of the window becomes
+
+* on the host thread that issued it: ``record_param_comms`` (category ``cpu_op``), with the argument
+  names Kineto gives NCCL collectives ("Collective name", "In msg nelems", "Out msg nelems",
+  "Group size", "dtype", "Process Group Name", "Process Group Description", "Process Group Ranks",
+  "Rank", "Seq");
+* on the NeuronCore's device process, lane ``Collectives`` (stream :data:`COLLECTIVE_STREAM`): a
+  device activity of category ``kernel`` named as NCCL names its kernels
+  (``ncclKernel_AllReduce_RING_Sum_float32 (neuron cc)``), so HTA classifies it as communication,
+  with the same arguments plus the algorithm, bytes, this rank's arrival and wait, the last rank to
+  arrive and every rank's arrival;
+* an ``ac2g`` flow between the two. The merged multi-rank view (:mod:`trnscope.analysis.ranks`) links
+  one collective across ranks by (process group, sequence number).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from .records import records_between
+
+COLLECTIVE_STREAM = 7  # the lane's stream id: > 0 (HTA's straggler analysis keeps only stream > 0)
+
+
+def distributed_info() -> dict | None:
+    """What ``torch.profiler`` records as ``distributedInfo`` when a process group exists."""
+    import torch.distributed as dist
+
+    from .state import rank_state
+
+    if not (dist.is_available() and dist.is_initialized()):
+        # the script has destroyed its process groups before the profile is written: what the
+        # world group was when it was made
+        return rank_state().info
+    info = {"backend": dist.get_backend(), "rank": dist.get_rank(), "world_size": dist.get_world_size(),
+            "pg_count": dist.get_pg_count(), "pg_config": dist.distributed_c10d._get_all_pg_configs()}
+    rank_state().info = info
+    return info
+
+
+def add_to_document(view, doc: dict, device_pid) -> None:
+    """Add distributedInfo, the rank's placement and its collectives to a framework trace document."""
+    from .state import rank_state
+
+    info = distributed_info()
+    if info is None:
+        return
+    if info is not None and not doc.get("distributedInfo"):
+        doc["distributedInfo"] = info
+    st = rank_state()
+    doc.setdefault("trnscope", {})["distributed"] = st.metadata()
+    w = view.window
+    close = w.close_em if w.close_em is not None else w.start_em
+    recs = records_between(w.start_em, close, set(w.lane_cores()) | set(w.cores))
+    events = doc["traceEvents"]
+    lanes = set()
+    for r in recs:
+        pid = device_pid(w, r.device)
+        if pid not in lanes:
+            lanes.add(pid)
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": COLLECTIVE_STREAM,
+                           "args": {"name": "Collectives (CC-cores)"}})
+        tid = r.thread
+        corr = (1 << 36) + r.seq * 64 + (zlib.crc32(r.pg_name.encode()) & 63)
+        comm = {"Collective name": r.kind.replace("_", ""), "In msg nelems": r.in_nelems,
+                "Out msg nelems": r.out_nelems, "Group size": len(r.group_ranks), "dtype": r.dtype,
+                "Process Group Name": r.pg_name, "Process Group Description": r.pg_desc,
+                "Process Group Ranks": list(r.group_ranks), "Rank": r.rank, "Seq": r.seq}
+        events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": view.pid, "tid": tid,
+                       "ts": view.ts(r.host_start_ns), "dur": view.dur(r.host_start_ns, r.host_end_ns),
+                       "args": {**comm, "correlation": corr, "profiling_name": r.profiling_name}})
+        dargs = {**comm, "device": r.device, "stream": COLLECTIVE_STREAM, "correlation": corr,
+                 "profiling_name": r.profiling_name, "algorithm": r.algorithm, "bytes": r.nbytes,
+                 "reduce_op": r.reduce_op, "arrival_ns": r.arrival_ns, "wait_ns": r.wait_ns,
+                 "last_rank": r.last_rank, "arrivals_ns": list(r.arrivals_ns),
+                 "device_time_ns": r.device_end_ns - r.device_start_ns}
+        if r.peer >= 0:
+            dargs["peer"] = r.peer
+        ts_dev = view.ts(r.device_start_ns)
+        events.append({"ph": "X", "cat": "kernel", "name": r.kernel_name(), "pid": pid, "tid": COLLECTIVE_STREAM,
+                       "ts": ts_dev, "dur": view.dur(r.device_start_ns, r.device_end_ns), "args": dargs})
+        events.append({"ph": "s", "id": corr, "pid": view.pid, "tid": tid, "ts": view.ts(r.host_start_ns),
+                       "cat": "ac2g", "name": "ac2g"})
+        events.append({"ph": "f", "id": corr, "pid": pid, "tid": COLLECTIVE_STREAM, "ts": ts_dev, "cat": "ac2g",
+                       "name": "ac2g", "bp": "e"})
