@@ -11,6 +11,10 @@ import pytest
 # (trnscope.runtime.host_time_mode("real")). Set before trnscope is imported (here and in every
 # subprocess a test starts: the CLI tests' too).
 os.environ.setdefault("TRNSCOPE_HOST_TIME", "modelled")
+# Kernel tests compare FP32 results with PyTorch's at FP32 tolerance, so the suite compiles FP32
+# matmuls as FP32 (neuronx-cc --auto-cast=none); tests of the compiler's default (matmult: FP32
+# matmuls cast to BF16) set it explicitly (trnscope.compiler.precision).
+os.environ.setdefault("NEURON_CC_FLAGS", "--auto-cast=none")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -23,6 +23,7 @@ import orjson
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program
 from ..isa.columns import gc_paused
+from . import precision as _precision
 from . import scalars as _scalars
 from .builder import KernelBuilder
 from .lnc import MakeBuilder, spread
@@ -151,10 +152,11 @@ def lower_timed(call: OpCall, spec: HardwareSpec | None = None) -> tuple[Program
 def cached(call: OpCall, spec: HardwareSpec) -> tuple[OpCall, tuple, Program | None]:
     """(the call with its runtime scalars as placeholders, its cache key, the Program this process
     holds for it or None). The key holds the target spec's content, not only its name: a spec
-    changed with ``replace()`` (a what-if study) lowers anew."""
+    changed with ``replace()`` (a what-if study) lowers anew; and the compiler's matmul precision
+    setting (:mod:`.precision`), which changes what an FP32 matmul lowers to."""
     _load_kernels()
     call = _scalars.abstract(call, _SCALARS.get(call.name))
-    key = (call.key(), spec_digest(spec))
+    key = (call.key(), spec_digest(spec), _precision.key())
     prog = _CACHE.get(key)
     if prog is not None:
         _CACHE.move_to_end(key)
@@ -169,7 +171,7 @@ def compile_call(call: OpCall, spec: HardwareSpec, key: tuple | None = None) -> 
         raise NoLowering(call.name)
     prog = build(call, fn, spec)
     prog.neff_id  # hashing the NEFF is part of compiling it
-    remember(key if key is not None else (call.key(), spec_digest(spec)), prog)
+    remember(key if key is not None else (call.key(), spec_digest(spec), _precision.key()), prog)
     return prog, time.perf_counter_ns() - t0
 
 

@@ -19,6 +19,7 @@ import torch.fx as fx
 
 from .. import runtime
 from ..compiler.graph import CompiledGraph, GraphCompileError, compile_graph
+from ..compiler import precision
 from ..compiler.lowering import NoLowering, spec_digest
 from ..runtime import neff_cache
 from . import memory
@@ -146,8 +147,9 @@ def _compile(gm: fx.GraphModule, example_inputs, label: str):
 def _compile_cut(gm: fx.GraphModule, example_inputs, label: str):
     spec = runtime.core(0).spec
     key = _graph_key(gm, example_inputs, spec_digest(spec))
-    # the persistent NEFF cache (runtime.neff_cache): keyed on trnscope's build and the spec's content
-    disk_key = (("graph", key), spec_digest(spec))
+    # the persistent NEFF cache (runtime.neff_cache): keyed on trnscope's build, the spec's content and
+    # the compiler's matmul precision setting
+    disk_key = (("graph", key, precision.key()), spec_digest(spec))
     timeline = None
     try:
         hit = neff_cache.get().load(disk_key, spec)

@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_map
 
 import trnscope  # noqa: F401  (registers neuron)
 from trnscope import runtime
+from trnscope.compiler import precision
 
 from .runtime_bridge import EXECUTOR
 
@@ -101,7 +102,8 @@ def run_op(opinfo, dtype: torch.dtype, samples: int = SAMPLES_PER_OP) -> OpResul
             core.recording = True
             core.records.clear()
             try:
-                with warnings.catch_warnings(), torch.no_grad():
+                # correctness at the dtype's own precision: FP32 matmuls are not auto-cast to BF16
+                with warnings.catch_warnings(), torch.no_grad(), precision.auto_cast("none"):
                     warnings.simplefilter("ignore")
                     actual = opinfo(*dev_args, **dev_kwargs)
                     _compare(actual, expected, dtype, random_op)

@@ -39,10 +39,14 @@ from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
 from .common import F32, ceil_div, load
 
-P = 128
+# The epilogue module's planning constants (one 512-FP32 PSUM bank per slice, four banks per block);
+# the gemm itself reads the target spec's partitions, moving free size and PSUM banks.
 MOVING_MAX = 512
 PSUM_BANKS_PER_BLOCK = 4
 RESERVED = 16 * 1024  # bytes per partition left for bias rows and the kernels around a matmul
+MB_MAX_TILES = 16     # output block rows: up to 16 M tiles (2048 rows) share one B chunk
+# DMA transpose reaches 90% of copy throughput loading from HBM (S2; sim.cost.DMA_TRANSPOSE_EFFICIENCY)
+DMA_TRANSPOSE_LOAD = 0.9
 
 
 @dataclass(frozen=True)
@@ -78,62 +82,135 @@ def matmul_program(K: int, M: int, N: int, dtype="bfloat16", out_dtype=None, spe
 
 def emit_matmul(b: KernelBuilder, lhsT: int, rhs: int, out: int, K: int, M: int, N: int, dt: DType,
                 odt: DType) -> None:
-    """out[M, N] = lhsT[K, M].T @ rhs[K, N], all row-major HBM tensors."""
-    emit_gemm(b, Mat(lhsT, dt, 0, 1, M), Mat(rhs, dt, 0, N, 1), Mat(out, odt, 0, N, 1), M, K, N)
+    """out[M, N] = lhsT[K, M].T @ rhs[K, N], all row-major HBM tensors (operands as they are: no auto-cast)."""
+    emit_gemm(b, Mat(lhsT, dt, 0, 1, M), Mat(rhs, dt, 0, N, 1), Mat(out, odt, 0, N, 1), M, K, N, auto_cast=False)
 
 
 @dataclass(frozen=True)
 class Blocking:
-    nb: int   # B block columns
-    mb: int   # A^T block columns (M rows of the output)
+    """One output block is ``mb`` rows x ``nb`` columns; the contraction runs in chunks of ``kc`` K tiles.
+
+    ``kt``: K tiles in all (0: unknown, taken from K when the gemm runs). With one chunk the B block
+    stays in SBUF for every M block of its columns; with several, each chunk's product is added
+    into an FP32 accumulator in SBUF (the NKI matmul tutorial's blocked kernel), so neither operand
+    block has to hold the whole contraction.
+    """
+    nb: int   # output block columns (B block)
+    mb: int   # output block rows (A^T block columns)
     kc: int   # K tiles per chunk
+    kt: int = 0
 
     def chunks(self, kt_n: int) -> list[tuple[int, int]]:
         return [(c, min(c + self.kc, kt_n)) for c in range(0, kt_n, self.kc)]
 
+    def multi(self, kt_n: int | None = None) -> bool:
+        return self.kc < (kt_n if kt_n is not None else self.kt)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the blocking estimate needs of one gemm: sizes, element sizes, operand layouts, the spec."""
+    K: int
+    M: int
+    N: int
+    itemsize: int
+    out_itemsize: int
+    spec: HardwareSpec
+    a_transposed: bool   # A^T tiles arrive by DMA transpose (a row-major A)
+    b_transposed: bool   # B tiles arrive by DMA transpose (B = W.t() of a row-major W)
+
+
+def _tile_ns(nbytes: int, spec: HardwareSpec, transposed: bool) -> float:
+    """DMA engine time of one descriptor (docs/cost-model.md, DMA): max(bytes, knee) / rate."""
+    ns = max(nbytes, spec.dma_descriptor_knee_bytes) / spec.dma_effective_bytes_per_ns
+    return ns / DMA_TRANSPOSE_LOAD if transposed else ns
+
+
+def estimate_gemm_ns(sh: _Shape, nb: int, mb: int, kc: int) -> tuple[float, int, float]:
+    """(estimated device time, SBUF bytes per partition, DMA engine time) of the blocked gemm, from the published costs
+    the simulator uses: TensorE per matmul instruction, DMA per descriptor spread over the DMA
+    engines, PSUM evacuation per bank on VectorE/ScalarE; the busiest runs throughout, the first
+    chunk's loads show before it (fill). Only to rank blockings; the simulator gives the time."""
+    spec = sh.spec
+    P_, mt = spec.partitions, spec.gemm_stationary_fmax
+    kt = ceil_div(sh.K, P_)
+    multi = kc < kt
+    nblk_n, nblk_m = ceil_div(sh.N, nb), ceil_div(sh.M, mb)
+    nchunks = ceil_div(kt, kc)
+    mtiles = ceil_div(sh.M, mt)
+    slices = ceil_div(sh.N, spec.gemm_moving_fmax) + (nblk_n - 1 if sh.N % nb and nb % spec.gemm_moving_fmax else 0)
+    # TensorE: every (K tile, M tile, 512-column slice) is one MultiplyMoving of ~slice width cycles
+    mm_cycles = max(spec.mm_init_latency_cycles, min(sh.N, spec.gemm_moving_fmax))
+    te = kt * mtiles * slices * mm_cycles / spec.tensor_clock_hz * 1e9
+    # DMA: A^T rows of the M block, B rows of the N block, output rows of the N block
+    a_desc = kt * P_ * nblk_n * nblk_m
+    b_desc = kt * P_ * nblk_n * (nblk_m if multi else 1)
+    mcols, ncols = min(mb, sh.M), min(nb, sh.N)
+    dma = (a_desc * _tile_ns(mcols * sh.itemsize, spec, sh.a_transposed)
+           + b_desc * _tile_ns(ncols * sh.itemsize, spec, sh.b_transposed)
+           + sh.M * nblk_n * _tile_ns(ncols * sh.out_itemsize, spec, False)) / spec.dma_engines
+    # evacuation: one instruction per (M tile, slice, chunk); the first chunk's on ScalarE, the rest
+    # (accumulation into SBUF, the last one into the output tile) on VectorE
+    per = max(spec.min_ii_cycles, min(sh.N, spec.gemm_moving_fmax)) + spec.dependent_overhead_cycles
+    evac = mtiles * slices
+    act = evac * per / spec.scalar_clock_hz * 1e9 * (1 if multi else 0.5)
+    vec = evac * per / spec.vector_clock_hz * 1e9 * ((nchunks - 1) if multi else 0.5)
+    fill_bytes = kc * P_ * (mcols + ncols) * sh.itemsize
+    fill = 2 * spec.dma_fixed_latency_ns + fill_bytes / (spec.dma_effective_bytes_per_ns * spec.dma_engines)
+    need = (2 * kc * (nb + mb) * sh.itemsize + max(2, ceil_div(mb, mt)) * nb * sh.out_itemsize
+            + (ceil_div(mb, mt) * nb * F32.itemsize if multi else 0))
+    return max(te, dma, act, vec) + fill, need, dma
+
 
 def plan_blocks(K: int, M: int, N: int, itemsize: int, out_itemsize: int, spec: HardwareSpec,
-                bias_bytes_per_col: int = 0, wide_lhs: bool = False, min_nb: int = 0) -> Blocking:
-    """The largest blocks whose double-buffered A^T and B blocks and output staging fit SBUF.
+                bias_bytes_per_col: int = 0, wide_lhs: bool = False, min_nb: int = 0,
+                b_transposed: bool = False) -> Blocking:
+    """The blocking with the lowest estimated time (:func:`estimate_gemm_ns`) whose double-buffered
+    A^T and B chunks, output staging and FP32 accumulators fit SBUF, and whose M tile's banks leave
+    half of PSUM to the tiles being evacuated.
 
-    ``wide_lhs``: A^T arrives by DMA transpose, whose descriptors are rows of the A^T block, so a
-    wider block (up to 2048 columns, >= 2 KiB rows) keeps that transfer efficient.
-    ``bias_bytes_per_col``: SBUF per output column for the bias rows or an epilogue's tiles.
-    ``min_nb``: a block must hold this many columns (an epilogue reducing whole rows); raises
-    :class:`AllocationError` when that cannot fit.
+    ``wide_lhs``: A^T arrives by DMA transpose (a row-major A); its descriptors are rows of the A^T
+    block, so wider blocks make them longer. ``bias_bytes_per_col``: SBUF per output column for the
+    bias rows or an epilogue's tiles. ``min_nb``: a block must hold this many columns (an epilogue
+    reducing whole rows); raises :class:`AllocationError` when that cannot fit.
     """
-    kt = ceil_div(K, P)
+    P_, mt, mv = spec.partitions, spec.gemm_stationary_fmax, spec.gemm_moving_fmax
+    kt = ceil_div(K, P_)
     capacity = spec.sbuf_bytes_per_partition - RESERVED
-    nb = min(ceil_div(N, MOVING_MAX) * MOVING_MAX, MOVING_MAX * PSUM_BANKS_PER_BLOCK)
-    if min_nb > nb:
-        raise AllocationError(f"a block of {min_nb} columns exceeds {PSUM_BANKS_PER_BLOCK} PSUM banks")
-    floor_nb = max(MOVING_MAX, min_nb)
-    mb = min(ceil_div(M, P) * P, (16 if wide_lhs else 4) * P)
-    kc = kt
-
-    def need(nb: int, mb: int, kc: int) -> int:
-        return kc * (2 * nb + 2 * mb) * itemsize + 2 * nb * out_itemsize + nb * bias_bytes_per_col
-
-    while need(nb, mb, kc) > capacity and (nb > floor_nb or mb > P):
-        if mb > P and (mb >= nb or nb <= floor_nb):
-            mb //= 2
-        else:
-            nb = max(floor_nb, nb // 2)
-    while kc > 1 and need(nb, mb, kc) > capacity:
-        kc = ceil_div(kc, 2)
-    if need(nb, mb, kc) > capacity:
-        raise AllocationError(f"matmul blocks of {nb} columns need {need(nb, mb, kc)} bytes per partition; "
+    nb_max = mv * max(1, spec.psum_banks // 2)
+    if min_nb > nb_max:
+        raise AllocationError(f"a block of {min_nb} columns exceeds {spec.psum_banks // 2} PSUM banks "
+                              f"(half of PSUM: the other half holds the tiles being evacuated)")
+    sh = _Shape(K, M, N, itemsize, out_itemsize, spec, wide_lhs, b_transposed)
+    nbs = [w for w in range(mv, min(nb_max, ceil_div(N, mv) * mv) + 1, mv) if w >= min_nb] or [nb_max]
+    mbs = list(range(mt, min(MB_MAX_TILES * mt, ceil_div(M, mt) * mt) + 1, mt))
+    kcs = sorted({kt} | {c for c in (1, 2, 4, 8, 16, 32, 64) if c < kt})
+    best = None
+    for nb in nbs:
+        for mb in mbs:
+            for kc in kcs:
+                est, need, dma = estimate_gemm_ns(sh, nb, mb, kc)
+                need += nb * bias_bytes_per_col
+                if need > capacity:
+                    continue
+                # estimates equal to the microsecond go to the blocking that leaves the DMA engines
+                # most slack (they serve the stores and the kernels around too), then to less SBUF
+                key = (round(est / 1000), round(dma / 1000), need)
+                if best is None or key < best[0]:
+                    best = (key, Blocking(nb, mb, kc, kt))
+    if best is None:
+        need = estimate_gemm_ns(sh, nbs[0], mt, 1)[1] + nbs[0] * bias_bytes_per_col
+        raise AllocationError(f"matmul blocks of {nbs[0]} columns need {need} bytes per partition; "
                               f"{capacity} available")
-    if kc < kt:
-        mb = P  # chunked contraction: one M tile's banks stay open across the chunks
-    return Blocking(nb, mb, kc)
+    return best[1]
 
 
 class GemmEpilogue(Protocol):
     """What :func:`emit_gemm` asks of an epilogue fused into its PSUM evacuation.
 
     ``psum_direct``: the epilogue's first instructions read the PSUM banks themselves, so the gemm
-    does not evacuate (it still does when there is a bias, an alpha or a stored product).
+    does not evacuate (it still does when there is a bias, an alpha, a stored product or a
+    contraction in several chunks).
     ``min_cols``: every block must hold this many columns (whole rows for a row reduction).
     ``bytes_per_col``: SBUF bytes per partition per block column the epilogue's tiles take.
     """
@@ -167,18 +244,24 @@ class Bias:
 
 
 def gemm_blocking(K: int, M: int, N: int, dt: DType, odt: DType, spec: HardwareSpec, A: Mat,
-                  bias: Bias | None = None, epilogue: GemmEpilogue | None = None) -> Blocking:
+                  bias: Bias | None = None, epilogue: GemmEpilogue | None = None, B: Mat | None = None) -> Blocking:
     """The blocking :func:`emit_gemm` uses; raises :class:`AllocationError` when the epilogue cannot fit."""
     kind = bias.kind if bias is not None else None
     per_col = 4 * (2 if kind == "full" else 1) if kind in ("row", "full") else 0
     if epilogue is not None:
         per_col += epilogue.bytes_per_col
+    b_t = B is not None and B.rs == 1 and B.cs != 1
     return plan_blocks(K, M, N, dt.itemsize, odt.itemsize, spec, bias_bytes_per_col=per_col,
-                       wide_lhs=A.cs == 1 and A.rs != 1, min_nb=epilogue.min_cols if epilogue else 0)
+                       wide_lhs=A.cs == 1 and A.rs != 1, min_nb=epilogue.min_cols if epilogue else 0,
+                       b_transposed=b_t)
+
+
+def _stage_count(blk: Blocking, mt: int) -> int:
+    return max(2, ceil_div(blk.mb, mt))
 
 
 class GemmBuffers:
-    """The double-buffered operand blocks, staging tiles and held PSUM banks of a gemm.
+    """The double-buffered operand chunks, staging tiles, FP32 accumulators and held PSUM banks of a gemm.
 
     A sequence of same-shaped gemms (a bmm's batches) shares one set, so the next batch's loads go
     to the other buffer and overlap this batch's matmuls and evacuation; fresh buffers per batch
@@ -187,36 +270,56 @@ class GemmBuffers:
 
     def __init__(self, b: KernelBuilder, blk: Blocking, dt: DType, odt: DType, staging: bool = True):
         self.blk, self.dt, self.odt = blk, dt, odt
+        P_ = b.spec.partitions
+        multi = blk.multi()
         # one allocation per K tile: the builder tracks dependencies per allocation, so K tiles loaded
         # into one big tile would serialize their DMAs (each waiting for the previous one's write)
-        self.rhs = [[b.tile(P, (blk.nb,), dt) for _ in range(blk.kc)] for _ in range(2)]
-        self.lhs = [[b.tile(P, (blk.mb,), dt) for _ in range(blk.kc)] for _ in range(2)]
-        self.stages = [b.tile(P, (blk.nb,), odt) for _ in range(2)] if staging else []
+        self.rhs = [[b.tile(P_, (blk.nb,), dt) for _ in range(blk.kc)] for _ in range(2)]
+        self.lhs = [[b.tile(P_, (blk.mb,), dt) for _ in range(blk.kc)] for _ in range(2)]
+        # a contraction in chunks is finished in SBUF, so it always needs somewhere to put the result;
+        # one staging tile per M tile of a block, so finishing a block never waits for its own stores
+        # (which queue on the DMA engines behind the next chunk's loads)
+        mt = b.spec.gemm_stationary_fmax
+        self.stages = [b.tile(P_, (blk.nb,), odt) for _ in range(_stage_count(blk, mt))] if staging or multi else []
+        self.acc = [b.tile(P_, (blk.nb,), F32) for _ in range(ceil_div(blk.mb, mt))] if multi else []
         self.turns = {"rhs": 0, "lhs": 0, "stage": 0, "evac": 0}
-        self.held: list[AP] = []  # the previous M tile's PSUM banks
+        # PSUM bank sets of the M tiles still being evacuated, oldest first: half of PSUM accumulates
+        # while the other half drains, so TensorE never waits for an evacuation
+        banks = ceil_div(blk.nb, b.spec.gemm_moving_fmax)
+        self.depth = max(2, b.spec.psum_banks // max(1, banks))
+        self.held: list[list[AP]] = []
 
-    def turn(self, what: str) -> int:
-        """Which of the two buffers (or engines, for evacuation) is next."""
+    def turn(self, what: str, n: int = 2) -> int:
+        """Which of the ``n`` buffers (two, or the two engines for evacuation) is next."""
         t = self.turns[what]
         self.turns[what] = t + 1
-        return t % 2
+        return t % n
+
+    def banks(self, b: KernelBuilder, mp: int, slices: list[tuple[int, int]]) -> list[AP]:
+        """Fresh PSUM banks for one M tile; the oldest held set goes back first when PSUM is full."""
+        if len(self.held) >= self.depth:
+            b.release(*self.held.pop(0))
+        new = [b.psum_tile(mp, (w,)) for _, w in slices]
+        self.held.append(new)
+        return new
 
     def release(self, b: KernelBuilder) -> None:
-        b.release(*self.held, *self.rhs[0], *self.rhs[1], *self.lhs[0], *self.lhs[1], *self.stages)
+        b.release(*(t for s in self.held for t in s), *self.rhs[0], *self.rhs[1], *self.lhs[0], *self.lhs[1],
+                  *self.stages, *self.acc)
         self.held = []
 
 
 def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int, N: int, bias: Bias | None = None,
               alpha: float = 1.0, blocking: Blocking | None = None, epilogue: GemmEpilogue | None = None,
-              out_dtype: DType | None = None, buffers: GemmBuffers | None = None) -> None:
+              out_dtype: DType | None = None, buffers: GemmBuffers | None = None, auto_cast: bool = True) -> None:
     """out[M, N] = alpha * A[M, K] @ B[K, N] (+ beta * bias), every operand any strided view.
 
     With an ``epilogue``, each output tile is handed to it after the product is complete; ``out``
     may then be None (nothing outside the epilogue reads the product; ``out_dtype`` names its dtype).
     ``buffers`` (made with the same blocking) are shared with other gemms of a sequence.
+    ``auto_cast``: FP32 operands are cast first as the compiler setting says (:mod:`..precision`).
     """
     spec = b.spec
-    dt = A.dtype
     odt = out.dtype if out is not None else (out_dtype or F32)
     if M == 0 or N == 0:
         return
@@ -225,95 +328,167 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
             raise ValueError("an epilogue needs a product: K must be positive")
         _fill_bias_only(b, out, M, N, bias)
         return
-    kt_n = ceil_div(K, P)
+    if auto_cast:
+        A, B = cast_operands(b, A, B, M, K, N)
+    dt = A.dtype
+    P_, mt, mv = spec.partitions, spec.gemm_stationary_fmax, spec.gemm_moving_fmax
+    kt_n = ceil_div(K, P_)
     kind = bias.kind if bias is not None else None
-    blk = blocking or gemm_blocking(K, M, N, dt, odt, spec, A, bias, epilogue)
-    # the epilogue reads PSUM itself unless the product must first be finished or kept
-    direct = epilogue is not None and epilogue.psum_direct and out is None and bias is None and alpha == 1.0
+    blk = blocking or gemm_blocking(K, M, N, dt, odt, spec, A, bias, epilogue, B)
+    blk = blk if blk.kt == kt_n else Blocking(blk.nb, blk.mb, blk.kc, kt_n)
     chunks = blk.chunks(kt_n)
     multi = len(chunks) > 1
-    q_rhs = b.queue("qSyncIO0", "input")
-    q_lhs = b.queue("qSyncIO1", "input")
+    # the epilogue reads PSUM itself unless the product must first be finished or kept
+    direct = (epilogue is not None and epilogue.psum_direct and out is None and bias is None and alpha == 1.0
+              and not multi)
+    # A and B chunks go through one queue, K tile by K tile: the DMA engines serve descriptors in
+    # the order they were queued, so the first K tiles of both operands arrive first
+    q_rhs = q_lhs = b.queue("qSyncIO0", "input")
     q_out = b.queue("qSyncIO2", "output")
     own = buffers is None
     bufs = buffers or GemmBuffers(b, blk, dt, odt, staging=not direct)
-    if bufs.blk != blk or bufs.dt != dt or bufs.odt != odt:
+    if bufs.blk.nb != blk.nb or bufs.blk.mb != blk.mb or bufs.blk.kc != blk.kc or bufs.dt != dt or bufs.odt != odt:
         raise ValueError("shared gemm buffers were made for another blocking or dtype")
     rhs_bufs, lhs_bufs, stages = bufs.rhs, bufs.lhs, bufs.stages
 
-    def load_rhs(buf: list[AP], n0: int, ncols: int, kt0: int, kt1: int) -> None:
+    def load_rhs(buf: list[AP], n0: int, ncols: int, kt0: int, kt1: int, base: int) -> None:
         for kt in range(kt0, kt1):
-            k0, kp = kt * P, min(P, K - kt * P)
+            k0, kp = kt * P_, min(P_, K - kt * P_)
             load(b, q_rhs, B.tensor, dt, B.at(k0, n0), B.rs, kp, [(B.cs, ncols)],
-                 buf[kt - kt0].view(0, [(1, ncols)], partitions=kp))
+                 buf[kt - base].view(0, [(1, ncols)], partitions=kp))
 
-    def load_lhs(buf: list[AP], m0: int, mcols: int, kt0: int, kt1: int) -> None:
+    def load_lhs(buf: list[AP], m0: int, mcols: int, kt0: int, kt1: int, base: int) -> None:
         # A^T[k, m] = A[m, k]: partitions walk k (stride A.cs), the free axis walks m (stride A.rs)
         for kt in range(kt0, kt1):
-            k0, kp = kt * P, min(P, K - kt * P)
+            k0, kp = kt * P_, min(P_, K - kt * P_)
             load(b, q_lhs, A.tensor, dt, A.at(m0, k0), A.cs, kp, [(A.rs, mcols)],
-                 buf[kt - kt0].view(0, [(1, mcols)], partitions=kp))
+                 buf[kt - base].view(0, [(1, mcols)], partitions=kp))
+
+    # with several chunks and alpha = 1 the bias joins the first chunk's evacuation into the
+    # accumulator (no extra pass); with an alpha it has to wait for the whole product
+    bias_first = multi and alpha == 1.0 and bias is not None
+
+    def biases(m_abs: int, mp: int, n0: int, ncols: int, row_bias: AP | None):
+        """(col bias tile, full bias tile, per-slice bias AP getter) of one output tile."""
+        col_bias = _load_col_bias(b, bias, m_abs, mp) if kind in ("col", "scalar") else None
+        full_bias = _load_full_bias(b, bias, m_abs, mp, n0, ncols) if kind == "full" else None
+        wide = row_bias if row_bias is not None else full_bias
+
+        def at(s0: int, w: int) -> AP | None:
+            return wide.view(s0, [(1, w)], partitions=mp) if wide is not None else None
+        return col_bias, full_bias, at
+
+    def finish(m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP | None,
+               slices: list[tuple[int, int]], row_bias: AP | None) -> None:
+        """The product of rows m_abs.. is complete in ``banks`` (+ ``acc``): bias, alpha, store, epilogue."""
+        if direct:
+            epilogue.tile(b, m_abs, mp, n0, ncols, banks, slices)
+            return
+        stage = stages[bufs.turn("stage", len(stages))]
+        col_bias, full_bias, bias_at = biases(m_abs, mp, n0, ncols, row_bias) if not bias_first else (
+            None, None, lambda s0, w: None)
+        for (s0, w), bank in zip(slices, banks):
+            st = stage.view(s0, [(1, w)], partitions=mp)
+            bias_ap = bias_at(s0, w)
+            if acc is None:
+                _evacuate(b, bank, st, alpha, col_bias, bias_ap, bufs.turn("evac"))
+                continue
+            part = acc.view(s0, [(1, w)], partitions=mp)
+            if alpha == 1.0 and col_bias is None and bias_ap is None:
+                b.emit(TensorTensor(alu=Alu.ADD, in0=bank, in1=part, out=st))  # PSUM + SBUF: the cheap form
+            else:
+                b.emit(TensorTensor(alu=Alu.ADD, in0=bank, in1=part, out=part))
+                _evacuate(b, part, st, alpha, col_bias, bias_ap, bufs.turn("evac"))
+        if out is not None:
+            b.dma(q_out, stage.view(0, [(1, ncols)], partitions=mp),
+                  hbm(out.tensor, mp, out.rs, [(out.cs, ncols)], odt, offset=out.at(m_abs, n0)))
+        if epilogue is not None:
+            epilogue.tile(b, m_abs, mp, n0, ncols, stage.view(0, [(1, ncols)], partitions=mp), slices)
+        b.release(*[t for t in (col_bias, full_bias) if t is not None])
+
+    def accumulate(c: int, m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP,
+                   slices: list[tuple[int, int]], row_bias: AP | None) -> None:
+        """A chunk's partial product joins the FP32 accumulator: the first one copied (by ScalarE,
+        with the bias when it goes first), the others added by VectorE (PSUM + SBUF, its fast form)."""
+        col_bias = full_bias = None
+        bias_at = None
+        if c == 0 and bias_first:
+            col_bias, full_bias, bias_at = biases(m_abs, mp, n0, ncols, row_bias)
+        for (s0, w), bank in zip(slices, banks):
+            part = acc.view(s0, [(1, w)], partitions=mp)
+            if bias_at is not None:
+                _evacuate(b, bank, part, 1.0, col_bias, bias_at(s0, w), 1)
+            elif c == 0:
+                b.emit(Activation(func=Act.COPY, inp=bank, out=part))
+            else:
+                b.emit(TensorTensor(alu=Alu.ADD, in0=bank, in1=part, out=part))
+        b.release(*[t for t in (col_bias, full_bias) if t is not None])
 
     for n0 in range(0, N, blk.nb):
         ncols = min(blk.nb, N - n0)
-        slices = [(s0, min(MOVING_MAX, ncols - s0)) for s0 in range(0, ncols, MOVING_MAX)]
+        slices = [(s0, min(mv, ncols - s0)) for s0 in range(0, ncols, mv)]
         if epilogue is not None:
             epilogue.begin_block(b, n0, ncols)
         rhs = None
-        if not multi:
-            rhs = rhs_bufs[bufs.turn("rhs")]
-            load_rhs(rhs, n0, ncols, 0, kt_n)
-        row_bias = _load_row_bias(b, bias, n0, ncols, min(P, M)) if kind == "row" else None
+        row_bias = _load_row_bias(b, bias, n0, ncols, min(mt, M)) if kind == "row" else None
         for m0 in range(0, M, blk.mb):
             mcols = min(blk.mb, M - m0)
-            mtiles = [(mt0, min(P, mcols - mt0)) for mt0 in range(0, mcols, P)]
-            banks: dict[int, list[AP]] = {}
+            mtiles = [(mt0, min(mt, mcols - mt0)) for mt0 in range(0, mcols, mt)]
             for c, (kt0, kt1) in enumerate(chunks):
-                if multi:
+                last = c == len(chunks) - 1
+                # with one chunk the B block stays in SBUF for every M block of its columns
+                new_rhs = multi or m0 == 0
+                if new_rhs:
                     rhs = rhs_bufs[bufs.turn("rhs")]
-                    load_rhs(rhs, n0, ncols, kt0, kt1)
                 lhs = lhs_bufs[bufs.turn("lhs")]
-                load_lhs(lhs, m0, mcols, kt0, kt1)
-                for mt0, mp in mtiles:
-                    if c == 0:
-                        banks[mt0] = [b.psum_tile(mp, (w,)) for _, w in slices]
-                        b.release(*bufs.held)
-                        bufs.held = banks[mt0]
+                for kt in range(kt0, kt1):
+                    load_lhs(lhs, m0, mcols, kt, kt + 1, kt0)
+                    if new_rhs:
+                        load_rhs(rhs, n0, ncols, kt, kt + 1, kt0)
+                for i, (mt0, mp) in enumerate(mtiles):
+                    banks = bufs.banks(b, mp, slices)
                     for kt in range(kt0, kt1):
-                        kp = min(P, K - kt * P)
+                        kp = min(P_, K - kt * P_)
                         b.emit(LoadStationary(src=lhs[kt - kt0].view(mt0, [(1, mp)], partitions=kp)))
-                        for (s0, w), bank in zip(slices, banks[mt0]):
+                        for (s0, w), bank in zip(slices, banks):
                             b.emit(MultiplyMoving(moving=rhs[kt - kt0].view(s0, [(1, w)], partitions=kp),
-                                                  dst=bank, accumulate=c > 0 or kt > kt0))
-                    if c < len(chunks) - 1:
+                                                  dst=bank, accumulate=kt > kt0))
+                    acc = bufs.acc[i] if multi else None
+                    if last:
+                        finish(m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
                         continue
-                    if direct:
-                        epilogue.tile(b, m0 + mt0, mp, n0, ncols, banks[mt0], slices)
-                        continue
-                    stage = stages[bufs.turn("stage")]
-                    m_abs = m0 + mt0
-                    col_bias = _load_col_bias(b, bias, m_abs, mp) if kind in ("col", "scalar") else None
-                    full_bias = _load_full_bias(b, bias, m_abs, mp, n0, ncols) if kind == "full" else None
-                    for (s0, w), bank in zip(slices, banks[mt0]):
-                        st = stage.view(s0, [(1, w)], partitions=mp)
-                        if row_bias is not None:
-                            bias_ap = row_bias.view(s0, [(1, w)], partitions=mp)
-                        elif full_bias is not None:
-                            bias_ap = full_bias.view(s0, [(1, w)], partitions=mp)
-                        else:
-                            bias_ap = None
-                        _evacuate(b, bank, st, alpha, col_bias, bias_ap, bufs.turn("evac"))
-                    if out is not None:
-                        b.dma(q_out, stage.view(0, [(1, ncols)], partitions=mp),
-                              hbm(out.tensor, mp, out.rs, [(out.cs, ncols)], odt, offset=out.at(m_abs, n0)))
-                    if epilogue is not None:
-                        epilogue.tile(b, m_abs, mp, n0, ncols, stage.view(0, [(1, ncols)], partitions=mp), slices)
-                    extra = [t for t in (col_bias, full_bias) if t is not None]
-                    b.release(*extra)
+                    accumulate(c, m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
         if row_bias is not None:
             b.release(row_bias)
     if own:
         bufs.release(b)
+
+
+def cast_operands(b: KernelBuilder, A: Mat, B: Mat, M: int, K: int, N: int) -> tuple[Mat, Mat]:
+    """A and B as TensorE reads them under the auto-cast setting: FP32 operands cast once into HBM
+    scratch copies (keeping their memory order, so the gemm's transfers stay long) when the setting
+    casts matmuls, as neuronx-cc's default ``--auto-cast matmult`` does."""
+    from ..precision import matmul_dtype, note_cast
+
+    target = matmul_dtype(A.dtype, B.dtype)
+    if target is None:
+        return A, B
+    note_cast(b.p, target)
+    return _cast_mat(b, A, M, K, target), _cast_mat(b, B, K, N, target)
+
+
+def _cast_mat(b: KernelBuilder, x: Mat, R: int, C: int, target: DType) -> Mat:
+    from .movement import copy_region
+
+    if x.dtype == target:
+        return x
+    column_major = x.rs == 1 and x.cs != 1
+    shape, stride = ((C, R), (x.cs, x.rs)) if column_major else ((R, C), (x.rs, x.cs))
+    src = TensorMeta(shape, stride, x.dtype, x.offset)
+    dst = TensorMeta.contiguous(shape, target)
+    t = b.p.tensor(f"autocast{len(b.p.tensors)}", (max(1, R * C),), target, "scratch")
+    copy_region(b, x.tensor, src, t, dst)
+    return Mat(t, target, 0, 1, R) if column_major else Mat(t, target, 0, C, 1)
 
 
 def _evacuate(b: KernelBuilder, bank: AP, st: AP, alpha: float, col_bias: AP | None, bias_ap: AP | None,
@@ -355,7 +530,7 @@ def _scale(b: KernelBuilder, t: AP, beta: float) -> None:
 def _load_row_bias(b: KernelBuilder, bias: Bias, n0: int, ncols: int, rows: int) -> AP:
     """A bias row (the same for every M) broadcast to the partitions once per B block, in FP32."""
     q = b.queue("qSyncIO1", "input")
-    t = b.tile(P, (ncols,), F32)
+    t = b.tile(b.spec.partitions, (ncols,), F32)
     view = t.view(0, [(1, ncols)], partitions=rows)
     b.dma(q, hbm(bias.mat.tensor, rows, 0, [(bias.mat.cs, ncols)], bias.mat.dtype, offset=bias.mat.at(0, n0)), view)
     _scale(b, view, bias.beta)
@@ -383,8 +558,9 @@ def _fill_bias_only(b: KernelBuilder, out: Mat, M: int, N: int, bias: Bias | Non
     from ...isa import Memset
 
     q_out = b.queue("qSyncIO2", "output")
-    for m0 in range(0, M, P):
-        mp = min(P, M - m0)
+    P_ = b.spec.partitions
+    for m0 in range(0, M, P_):
+        mp = min(P_, M - m0)
         for n0 in range(0, N, 2048):
             w = min(2048, N - n0)
             t = b.tile(mp, (w,), F32)
@@ -427,13 +603,20 @@ def _bias_mat(tensor: int, meta: TensorMeta, M: int, N: int, batch: int = 0) -> 
 
 @contextmanager
 def batch_buffers(b: KernelBuilder, K: int, M: int, N: int, A: Mat, odt: DType, batches: int,
-                  bias: Bias | None = None, epilogue: GemmEpilogue | None = None, staging: bool = True):
-    """Buffers shared by the ``batches`` gemms of a bmm (None when there is nothing to share)."""
+                  bias: Bias | None = None, epilogue: GemmEpilogue | None = None, staging: bool = True,
+                  B: Mat | None = None):
+    """Buffers shared by the ``batches`` gemms of a bmm (None when there is nothing to share), in the
+    dtype TensorE reads after auto-cast."""
     if batches < 2 or M == 0 or N == 0 or K == 0:
         yield None
         return
-    blk = gemm_blocking(K, M, N, A.dtype, odt, b.spec, A, bias, epilogue)
-    bufs = GemmBuffers(b, blk, A.dtype, odt, staging=staging)
+    from ..precision import matmul_dtype
+
+    dt = matmul_dtype(A.dtype, (B or A).dtype) or A.dtype
+    A_ = Mat(A.tensor, dt, A.offset, A.rs, A.cs)
+    B_ = Mat(B.tensor, dt, B.offset, B.rs, B.cs) if B is not None else None
+    blk = gemm_blocking(K, M, N, dt, odt, b.spec, A_, bias, epilogue, B_)
+    bufs = GemmBuffers(b, blk, dt, odt, staging=staging)
     try:
         yield bufs
     finally:
@@ -473,7 +656,7 @@ def _bmm(ctx: LoweringContext) -> None:
     out = ctx.call.outputs[0]
     nb, M, K = a.shape
     N = bm.shape[2]
-    with batch_buffers(ctx.kb, K, M, N, _mat(ctx.inputs[0], a), out.dtype, nb) as bufs:
+    with batch_buffers(ctx.kb, K, M, N, _mat(ctx.inputs[0], a), out.dtype, nb, B=_mat(ctx.inputs[1], bm)) as bufs:
         for i in range(nb):
             emit_gemm(ctx.kb, _mat(ctx.inputs[0], a, i), _mat(ctx.inputs[1], bm, i), _mat(ctx.outputs[0], out, i),
                       M, K, N, blocking=bufs and bufs.blk, buffers=bufs)
@@ -487,7 +670,8 @@ def _baddbmm(ctx: LoweringContext) -> None:
     N = bm.shape[2]
     alpha, beta = _alpha_beta(ctx)
     first = Bias(_bias_mat(ctx.inputs[0], bias_m, M, N, 0), beta) if beta != 0 else None
-    with batch_buffers(ctx.kb, K, M, N, _mat(ctx.inputs[1], a), out.dtype, nb, first) as bufs:
+    with batch_buffers(ctx.kb, K, M, N, _mat(ctx.inputs[1], a), out.dtype, nb, first,
+                       B=_mat(ctx.inputs[2], bm)) as bufs:
         for i in range(nb):
             bias = Bias(_bias_mat(ctx.inputs[0], bias_m, M, N, i), beta) if beta != 0 else None
             emit_gemm(ctx.kb, _mat(ctx.inputs[1], a, i), _mat(ctx.inputs[2], bm, i), _mat(ctx.outputs[0], out, i),
