@@ -69,3 +69,11 @@ def test_short_inner_run_with_outer_reduced_dims_loads_whole_blocks():
     goes on the free axis (was one 12-byte descriptor per run: 36 ms on trn2)."""
     s = summary(aten.mean.dim, meta(4096, 1000, 3, dtype=torch.float32), [0, 2])
     assert s["total_time_ns"] < 1.5 * _bound_ns(s)
+
+
+def test_vdot_and_trace_match_and_vdot_spreads_over_the_partitions():
+    check(aten.vdot.default, rand(70000, seed=3), rand(70000, seed=4))
+    check(aten.vdot.default, rand(127, seed=5), rand(127, seed=6))
+    check(aten.trace.default, rand(300, 200, seed=7))
+    s = summary(aten.vdot.default, meta(1 << 20, dtype=torch.float32), meta(1 << 20, dtype=torch.float32))
+    assert s["total_time_ns"] < 2 * _bound_ns(s) + 4 * get_spec().dma_fixed_latency_ns
