@@ -30,7 +30,6 @@ from .kernels.elementwise import BINARY_ALU, UNARY_ACT
 from .lowering import LoweringContext, NoLowering, OpCall, _REGISTRY, _load_kernels
 from .meta import TensorMeta
 from .opcall import device_dtype, from_aten, meta_of, op_name
-from .tiling import P
 
 aten = torch.ops.aten
 # Lowerings of custom ops that graphs link into their NEFF (NKI kernels: trnscope.nki.torch_ops), kept apart
@@ -243,6 +242,7 @@ class GraphCompiler:
 
     # --- fused groups ------------------------------------------------------------------------------------
     def _emit_group(self, g: Group) -> None:
+        P = self.kb.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
         kb = self.kb
         members = set(g.nodes)
         self.kernels += 1

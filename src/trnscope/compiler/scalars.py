@@ -187,7 +187,7 @@ class ScalarArg:
         else:
             tile = self._filled.get(dtype)
             if tile is None:
-                tile = self._filled[dtype] = self.kb.tile(128, (1,), dtype)
+                tile = self._filled[dtype] = self.kb.tile(self.kb.spec.partitions, (1,), dtype)
                 self.kb.emit(Memset(out=tile, value=float(self.known)))
         return tile.rows(like.start, like.partitions).view(0, [(0, like.free_size)])
 
@@ -230,7 +230,7 @@ class ScalarArg:
         if tile is not None:
             return tile
         kb = self.kb
-        tile = kb.tile(128, (1,), dtype)
+        tile = kb.tile(kb.spec.partitions, (1,), dtype)
         if self._make is not None:
             self._make(kb, dtype, [p._tile(dtype) for p in self._parents], tile)
         else:

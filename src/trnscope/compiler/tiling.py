@@ -23,8 +23,8 @@ from math import prod
 
 from ..hw import HardwareSpec, get_spec
 
-# The partition count is the target's (``spec.partitions``, 128 on every NeuronCore so far): this
-# default is for the kernels that have not yet been handed a spec, never for the planner below.
+# The planner and the kernels read the target's ``spec.partitions``; this constant (128 on every
+# NeuronCore so far) is left to the matmul family's blocking (kernels.matmul, compiler.epilogue).
 P = 128
 # DMA transpose throughput relative to a copy: loads (from HBM) 90%, stores (from SBUF) 50% [S2], as the
 # simulator prices them (sim.cost.DMA_TRANSPOSE_EFFICIENCY; not imported: the compiler does not load sim)

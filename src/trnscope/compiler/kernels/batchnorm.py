@@ -20,9 +20,8 @@ from math import prod
 from ...isa import AP, Act, Activation, Alu, BnAggr, BnStats, DmaGather, Iota, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
-from .common import F32, P, attr, ceil_div, free_pieces, full_strides, load, queues, row_plan, store
+from .common import F32, attr, ceil_div, free_pieces, full_strides, load, queues, row_plan, store
 
-BN_MAX = 512
 PIECE = 4096
 
 
@@ -40,6 +39,7 @@ def _vec_tile(kb, q, tensor: int, meta: TensorMeta, r0: int, rows: int) -> AP:
 
 
 def _batch_norm(ctx: LoweringContext, training: bool, w_i, b_i, rm_i, rv_i, momentum: float, eps: float) -> None:
+    BN_MAX = ctx.spec.bn_stats_fmax  # bn_stats' largest free size on the target
     kb = ctx.kb
     x = ctx.call.inputs[0]
     y, save_mean, save_rstd = ctx.call.outputs[:3]
@@ -50,7 +50,7 @@ def _batch_norm(ctx: LoweringContext, training: bool, w_i, b_i, rm_i, rv_i, mome
         raise NotImplementedError("batch norm in evaluation without running statistics")
     shape = x.shape
     free = [0] + list(range(2, x.ndim))
-    plan = row_plan(shape, free, [full_strides(x, shape), full_strides(y, shape)], [x.offset, y.offset])
+    plan = row_plan(shape, free, [full_strides(x, shape), full_strides(y, shape)], [x.offset, y.offset], parts=ctx.spec.partitions)
     pieces = free_pieces(plan, PIECE)
     n = prod(shape[d] for d in free)
     qin, qout = queues(kb)
@@ -153,6 +153,7 @@ def _batch_norm_with_update(ctx: LoweringContext) -> None:
 
 @lowering("aten::native_group_norm")
 def _native_group_norm(ctx: LoweringContext) -> None:
+    BN_MAX = ctx.spec.bn_stats_fmax  # bn_stats' largest free size on the target
     kb = ctx.kb
     x, w, b = ctx.call.inputs[:3]
     y, mean_o, rstd_o = ctx.call.outputs[:3]
@@ -165,7 +166,7 @@ def _native_group_norm(ctx: LoweringContext) -> None:
     rows_total = N * G
     xm = TensorMeta((rows_total, h), (h, 1), x.dtype, x.offset)
     ym = TensorMeta((rows_total, h), (h, 1), y.dtype, y.offset)
-    plan = row_plan((rows_total, h), [1], [xm.stride, ym.stride], [xm.offset, ym.offset])
+    plan = row_plan((rows_total, h), [1], [xm.stride, ym.stride], [xm.offset, ym.offset], parts=ctx.spec.partitions)
     qin, qout = queues(kb)
     held: list[AP] = []
     for t in plan.tiles:

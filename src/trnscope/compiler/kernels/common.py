@@ -22,7 +22,7 @@ from ...isa import AP, DType, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
-from ..tiling import P, coalesce
+from ..tiling import P, coalesce  # noqa: F401 - P: the attention kernel (matmul family) still imports it here
 
 F32 = DType.float32
 
@@ -58,8 +58,9 @@ class RowPlan:
 
 
 def row_plan(shape: tuple[int, ...], free: list[int], strides: list[tuple[int, ...]],
-             offsets: list[int] | None = None) -> RowPlan:
-    """Rows over the dims of ``shape`` not in ``free``; ``strides[k]`` are operand k's strides."""
+             offsets: list[int] | None = None, *, parts: int) -> RowPlan:
+    """Rows over the dims of ``shape`` not in ``free``, ``parts`` (the target's partitions) to a tile;
+    ``strides[k]`` are operand k's strides."""
     nd = len(shape)
     free = sorted({d % nd for d in free}) if nd else []
     kept = [d for d in range(nd) if d not in free]
@@ -80,8 +81,8 @@ def row_plan(shape: tuple[int, ...], free: list[int], strides: list[tuple[int, .
     row = 0
     for idx in itertools.product(*(range(s) for s in kshape[:-1])):
         base = [o + sum(i * st for i, st in zip(idx, s[:-1])) for o, s in zip(offsets, kstrides)]
-        for r0 in range(0, inner, P):
-            rows = min(P, inner - r0)
+        for r0 in range(0, inner, parts):
+            rows = min(parts, inner - r0)
             tiles.append(RowTile(rows, row + r0, tuple(b + r0 * st for b, st in zip(base, inner_st)),
                                  tuple(inner_st)))
         row += inner
@@ -194,7 +195,7 @@ def emit_rows(ctx: LoweringContext, shape: tuple[int, ...], free: list[int], ins
     """
     kb = ctx.kb
     ops = ins + outs
-    plan = row_plan(shape, free, [o.strides for o in ops], [o.meta.offset for o in ops])
+    plan = row_plan(shape, free, [o.strides for o in ops], [o.meta.offset for o in ops], parts=ctx.spec.partitions)
     qin, qout = queues(kb, n_queues)
     cols = plan.cols
     held: list[AP] = []

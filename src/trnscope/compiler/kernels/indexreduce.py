@@ -35,7 +35,7 @@ def _arg_reduce(ctx: LoweringContext, largest: bool, with_values: bool) -> None:
     metas = [xm] + list(outs)
     strides = [full_strides(xm, shape)] + [reduced_strides(o, shape, rdims) if o.ndim else (0,) * len(shape)
                                            for o in outs]
-    plan = row_plan(shape, rdims, strides, [m.offset for m in metas])
+    plan = row_plan(shape, rdims, strides, [m.offset for m in metas], parts=ctx.spec.partitions)
     pieces = free_pieces(plan, PIECE)
     starts = []  # logical (row-major) position of each piece's first element
     pos = 0
@@ -47,7 +47,7 @@ def _arg_reduce(ctx: LoweringContext, largest: bool, with_values: bool) -> None:
     vdt = F32 if is_float else x.dtype
     red = Alu.MAX if largest else Alu.MIN
     better = Alu.IS_GT if largest else Alu.IS_LT
-    big = kb.tile(128, (1,), DType.int32)
+    big = kb.tile(kb.spec.partitions, (1,), DType.int32)
     kb.emit(Memset(out=big, value=float(INT_MAX)))
     idx_out = outs[1] if with_values else outs[0]
     held: list[AP] = []

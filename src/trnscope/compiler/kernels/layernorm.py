@@ -25,13 +25,12 @@ from ...isa import (
 )
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
-from .common import F32, P, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, row_plan, store
-
-BN_MAX = 512
+from .common import F32, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, row_plan, store
 
 
 def _bn_moments(kb: KernelBuilder, xt: AP, rows: int, cols: int) -> AP:
     """[rows, 2] = (mean, population variance) of a [rows, cols] tile: bn_stats per 512, bn_aggr."""
+    BN_MAX = kb.spec.bn_stats_fmax  # bn_stats' largest free size on the target
     nch = ceil_div(cols, BN_MAX)
     st = kb.tile(rows, (3 * nch,), F32)
     for j in range(nch):
@@ -46,6 +45,7 @@ def _bn_moments(kb: KernelBuilder, xt: AP, rows: int, cols: int) -> AP:
 
 def _broadcast_row(kb: KernelBuilder, q: int, tensor: int, meta, rows: int, h: int, dtype=F32) -> AP:
     """A [normalized] weight/bias vector loaded once into every partition (pstride 0)."""
+    P = kb.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     t = kb.tile(P, (h,), dtype)
     dims = [(st, sz) for st, sz in zip(meta.stride, meta.shape) if sz > 1] or [(1, 1)]
     kb.dma(q, hbm(tensor, rows, 0, dims, meta.dtype, offset=meta.offset), t.rows(0, rows))
@@ -59,6 +59,7 @@ def _normalized(ctx: LoweringContext, x) -> int:
 
 @lowering("aten::native_layer_norm")
 def _layer_norm(ctx: LoweringContext) -> None:
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     x, w, bmeta = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.inputs[2]
     y, mean_o, rstd_o = ctx.call.outputs[:3]
@@ -69,7 +70,7 @@ def _layer_norm(ctx: LoweringContext) -> None:
     h = prod(shape[d] for d in free) if free else 1
     strides = [full_strides(x, shape), full_strides(y, shape), full_strides(mean_o, shape),
                full_strides(rstd_o, shape)]
-    plan = row_plan(shape, free, strides, [x.offset, y.offset, mean_o.offset, rstd_o.offset])
+    plan = row_plan(shape, free, strides, [x.offset, y.offset, mean_o.offset, rstd_o.offset], parts=ctx.spec.partitions)
     qin, qout = queues(kb)
     rows0 = min(P, plan.nrows)
     # 16-bit outputs: the affine part runs on 16-bit tiles, where VectorE's tensor_tensor is 4x
@@ -134,6 +135,7 @@ def _layer_norm(ctx: LoweringContext) -> None:
 
 @lowering("aten::native_layer_norm_backward")
 def _layer_norm_backward(ctx: LoweringContext) -> None:
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     dy, x, mean, rstd_m, w = ctx.call.inputs[:5]
     mask = tuple(attr(ctx, "output_mask", (True, True, True)))
@@ -145,7 +147,7 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
     h = prod(shape[d] for d in free) if free else 1
     gi_meta = ctx.call.outputs[slot[0]] if slot[0] is not None else None
     metas = [dy, x, mean, rstd_m] + ([gi_meta] if gi_meta is not None else [])
-    plan = row_plan(shape, free, [full_strides(m, shape) for m in metas], [m.offset for m in metas])
+    plan = row_plan(shape, free, [full_strides(m, shape) for m in metas], [m.offset for m in metas], parts=ctx.spec.partitions)
     qin, qout = queues(kb)
     rows0 = min(P, plan.nrows)
     w_t = _broadcast_row(kb, qin[1], ctx.inputs[4], w, rows0, h) if w is not None else None
@@ -283,6 +285,7 @@ def _correction(ctx: LoweringContext) -> float:
 
 def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
     """var/std (and the mean) over any dims: bn_stats per 512 elements, bn_aggr per row."""
+    BN_MAX = ctx.spec.bn_stats_fmax  # bn_stats' largest free size on the target
     kb = ctx.kb
     x = ctx.call.inputs[0]
     outs = ctx.call.outputs
@@ -295,7 +298,7 @@ def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
     xm = x if x.ndim else type(x)((1,), (1,), x.dtype, x.offset)
     metas = [xm] + [o if o.ndim else type(o)((1,) * len(shape), (0,) * len(shape), o.dtype, o.offset) for o in outs]
     strides = [full_strides(xm, shape)] + [reduced_strides(m, shape, rdims) for m in metas[1:]]
-    plan = row_plan(shape, rdims, strides, [m.offset for m in metas])
+    plan = row_plan(shape, rdims, strides, [m.offset for m in metas], parts=ctx.spec.partitions)
     pieces = free_pieces(plan, MOMENT_PIECE)
     qin, qout = queues(kb)
     if n == 0:

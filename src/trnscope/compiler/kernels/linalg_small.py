@@ -1,13 +1,13 @@
 """Small linear-algebra reductions: trace (the diagonal read by one strided DMA, summed on VectorE) and
 vdot (real dtypes: the element-wise product and its sum, chunk by chunk, on VectorE).
 
-Both produce one value; the vectors are laid out along the free axis of one partition in chunks of
-CHUNK elements, each chunk's partial sum folded into a [1, 1] FP32 accumulator.
+Both produce one value; the vectors are spread over the partitions (long contiguous rows), each
+chunk's partial sums kept per partition and folded once at the end (VectorE, then GpSimdE).
 """
 
 from __future__ import annotations
 
-from ...isa import AP, Alu, Memset, TensorReduce, TensorTensor, hbm
+from ...isa import AP, Alu, Memset, PartitionReduce, TensorReduce, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
 from .common import F32, queues
 
@@ -15,34 +15,63 @@ CHUNK = 8192
 
 
 def _sum_of(ctx: LoweringContext, n: int, operands: list[tuple[int, object, int]]) -> None:
-    """out = sum_i prod_k operand_k[i * stride_k] over i < n (operands: (tensor, meta, stride))."""
+    """out = sum_i prod_k operand_k[i * stride_k] over i < n (operands: (tensor, meta, stride)).
+
+    The vector is spread over the partitions (partition p holds elements p * per .. p * per + per - 1,
+    long contiguous rows), each chunk's product summed into a column of a [P, chunks] partial tile;
+    VectorE folds the columns and GpSimdE the partitions. The last n % P elements go on one partition."""
     kb = ctx.kb
+    P = kb.spec.partitions
     out = ctx.call.outputs[0]
     qin, qout = queues(kb)
-    acc = kb.tile(1, (1,), F32)
-    kb.emit(Memset(out=acc, value=0.0))
+    per = n // P
+    pieces = []                                   # (first element, partitions, elements per partition)
+    if per:
+        pieces += [(0, P, per)]
+    if n - P * per:
+        pieces += [(P * per, 1, n - P * per)]
+    totals = []
     held: list[AP] = []
-    for c0 in range(0, n, CHUNK):
-        w = min(CHUNK, n - c0)
-        tiles = []
-        for k, (tensor, meta, stride) in enumerate(operands):
-            t = kb.tile(1, (w,), meta.dtype)
-            kb.dma(qin[k % 2], hbm(tensor, 1, 0, [(stride, w)], meta.dtype, offset=c0 * stride), t)
-            tiles.append(t)
-        prod_t = tiles[0]
-        if len(tiles) > 1:
-            prod_t = kb.tile(1, (w,), F32)
-            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tiles[0], in1=tiles[1], out=prod_t))
-            tiles.append(prod_t)
-        part = kb.tile(1, (1,), F32)
-        kb.emit(TensorReduce(alu=Alu.ADD, inp=prod_t, out=part))
-        kb.emit(TensorTensor(alu=Alu.ADD, in0=acc, in1=part, out=acc))
-        kb.release(*held)
-        held = tiles + [part]
+    for first, parts, m in pieces:
+        chunks = list(range(0, m, CHUNK // 4 if parts > 1 else CHUNK))
+        acc = kb.tile(parts, (len(chunks),), F32)
+        for j, c0 in enumerate(chunks):
+            w = min(chunks[1] if len(chunks) > 1 else m, m - c0)
+            tiles = []
+            for k, (tensor, meta, stride) in enumerate(operands):
+                t = kb.tile(parts, (w,), meta.dtype)
+                kb.dma(qin[k % 2], hbm(tensor, parts, m * stride, [(stride, w)], meta.dtype,
+                                       offset=(first + c0) * stride), t)
+                tiles.append(t)
+            prod_t = tiles[0]
+            if len(tiles) > 1:
+                prod_t = kb.tile(parts, (w,), F32)
+                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tiles[0], in1=tiles[1], out=prod_t))
+                tiles.append(prod_t)
+            kb.emit(TensorReduce(alu=Alu.ADD, inp=prod_t, out=acc.view(j, [(1, 1)])))
+            # loads released one chunk late: the next chunk's DMAs fill other bytes
+            kb.release(*held)
+            held = tiles
+        rows = kb.tile(parts, (1,), F32)
+        kb.emit(TensorReduce(alu=Alu.ADD, inp=acc, out=rows))
+        if parts > 1:
+            total = kb.tile(1, (1,), F32)
+            kb.emit(PartitionReduce(alu=Alu.ADD, inp=rows, out=total))
+            kb.release(rows)
+        else:
+            total = rows
+        kb.release(acc)
+        totals.append(total)
+    if not totals:
+        zero = kb.tile(1, (1,), F32)
+        kb.emit(Memset(out=zero, value=0.0))
+        totals.append(zero)
+    for extra in totals[1:]:
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=totals[0], in1=extra, out=totals[0]))
     res = kb.tile(1, (1,), out.dtype)
-    kb.copy(acc, res)
+    kb.copy(totals[0], res)
     kb.dma(qout, res, hbm(ctx.outputs[0], 1, 0, [(1, 1)], out.dtype))
-    kb.release(*held, acc, res)
+    kb.release(*held, *totals, res)
 
 
 @lowering("aten::trace")

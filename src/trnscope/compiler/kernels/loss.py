@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ...isa import Alu, DmaGather, Iota, Memset, PartitionReduce, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
-from ..tiling import P
 from .elementwise import emit_map
 from .reduce import emit_reduce
 
@@ -66,6 +65,7 @@ def _row_weight(ctx, kb, rows, tgt_safe_flat, valid, weight_idx, q):
 
 @lowering("aten::nll_loss_forward")
 def _nll_loss_forward(ctx: LoweringContext) -> None:
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     logp = ctx.call.inputs[0]
     n, classes = _rows_classes(ctx)
@@ -119,6 +119,7 @@ def _nll_loss_forward(ctx: LoweringContext) -> None:
 @lowering("aten::nll_loss_backward")
 def _nll_loss_backward(ctx: LoweringContext) -> None:
     # inputs: grad_output, self, target, weight, total_weight (attrs: reduction, ignore_index)
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     grad_out = ctx.call.inputs[0]
     logp = ctx.call.inputs[1]

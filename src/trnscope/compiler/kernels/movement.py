@@ -22,7 +22,7 @@ from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
 from ..scalars import ScalarArg
-from ..tiling import P, coalesce, plan_tiles
+from ..tiling import coalesce, plan_tiles
 from .common import F32, attr, load, queues, row_plan, store
 
 MAX_COLS = 2048
@@ -211,6 +211,7 @@ def _zero(ctx: LoweringContext) -> None:
 @lowering("aten::arange", "aten::arange.start", "aten::arange.start_step", "aten::arange.out",
           "aten::arange.start_out")
 def _arange(ctx: LoweringContext) -> None:
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     out = ctx.call.outputs[0]
     start, step = attr(ctx, "start", 0), attr(ctx, "step", 1)
@@ -249,6 +250,7 @@ def _arange(ctx: LoweringContext) -> None:
 # --- triu / tril -----------------------------------------------------------------------------------------
 
 def _tri(ctx: LoweringContext, upper: bool) -> None:
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     x, out = ctx.call.inputs[0], ctx.call.outputs[0]
     diag = int(attr(ctx, "diagonal", 0))
@@ -316,6 +318,7 @@ def _index_tiles(kb: KernelBuilder, idx_t: int, idx: TensorMeta, out_rs: tuple[i
     [128, T] block (partition p holds indices p*T .. p*T+T-1: one DMA, contiguous rows) and each
     column feeds one gather; otherwise 128 indices per tile, one per partition.
     """
+    P = kb.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     q = kb.queue("qSyncIO1", "input")
     shape = idx.shape if idx.ndim else (1,)
     ist = idx.stride if idx.ndim else (1,)
@@ -339,7 +342,7 @@ def _index_tiles(kb: KernelBuilder, idx_t: int, idx: TensorMeta, out_rs: tuple[i
             yield tail, rem, T * P * so, so
             kb.release(tail)
         return
-    plan = row_plan(tuple(shape), [], [tuple(ist), tuple(ors)], [idx.offset, 0])
+    plan = row_plan(tuple(shape), [], [tuple(ist), tuple(ors)], [idx.offset, 0], parts=kb.spec.partitions)
     for t in plan.tiles:
         it = kb.tile(t.rows, (1,), idx.dtype)
         kb.dma(q, hbm(idx_t, t.rows, t.pstrides[0], [(1, 1)], idx.dtype, offset=t.offsets[0]), it)
@@ -427,7 +430,7 @@ def _gather(ctx: LoweringContext) -> None:
     base_st = tuple(0 if d == dim else xst[d] for d in range(nd))
     ist = idx.stride if idx.ndim else (1,)
     ost = out.stride if out.ndim else (1,)
-    plan = row_plan(tuple(shape), [], [tuple(ist), tuple(ost), base_st], [idx.offset, out.offset, x.offset])
+    plan = row_plan(tuple(shape), [], [tuple(ist), tuple(ost), base_st], [idx.offset, out.offset, x.offset], parts=ctx.spec.partitions)
     table = hbm(ctx.inputs[0], x.offset + x.span(), 1, [(1, 1)], x.dtype)
     q_idx, q_g = kb.queue("qSyncIO1", "input"), kb.queue("qSyncIO3", "input")
     q_out = kb.queue("qSyncIO2", "output")
@@ -454,6 +457,7 @@ def _gather(ctx: LoweringContext) -> None:
 def _embedding_backward(ctx: LoweringContext) -> None:
     """grad_weight = zeros; grad_weight[idx[i]] += grad[i] (DmaScatter accumulate: 128 rows per
     transfer, duplicates within one transfer summed in FP32), then the padding row is zeroed."""
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     g, idx, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
     V = int(attr(ctx, "num_weights", out.shape[0]))

@@ -13,13 +13,13 @@ from math import prod
 
 from ...isa import Act, Activation, Alu, DType, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
-from ..tiling import P
 
 EPS_BY_DTYPE = {DType.float32: 1.1920928955078125e-07, DType.bfloat16: 0.0078125, DType.float16: 0.0009765625}
 
 
 @lowering("aten::rms_norm", "aten::_fused_rms_norm")
 def _rms_norm(ctx: LoweringContext) -> None:
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     x, out = ctx.call.inputs[0], ctx.call.outputs[0]
     w = ctx.call.inputs[1] if len(ctx.call.inputs) > 1 else None

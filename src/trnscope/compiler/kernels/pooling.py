@@ -39,10 +39,10 @@ def _tup(v, n: int, default=None) -> tuple[int, ...]:
     return (int(v),) * n
 
 
-def _rows(nsp: int, *metas):
+def _rows(parts: int, nsp: int, *metas):
     """Row tiles over the leading (batch, channel) dims of every tensor (same leading shape)."""
     lead = metas[0].shape[:-nsp] or (1,)
-    return row_plan(lead, [], [m.stride[:-nsp] or (0,) for m in metas], [m.offset for m in metas])
+    return row_plan(lead, [], [m.stride[:-nsp] or (0,) for m in metas], [m.offset for m in metas], parts=parts)
 
 
 def _dense(shape) -> list[int]:
@@ -86,7 +86,7 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
         o * s[d] - p[d] < lo_c[d] or o * s[d] - p[d] + k[d] > hi_c[d] for d in range(nsp) for o in range(outs_[d]))
     const_div = float(divisor) if divisor is not None else float(prod(k))
     idx_out = ctx.call.outputs[1] if kind == "max" else None
-    plan = _rows(nsp, x, out, *([idx_out] if idx_out is not None else []))
+    plan = _rows(ctx.spec.partitions, nsp, x, out, *([idx_out] if idx_out is not None else []))
     qin, qout = queues(kb)
     xin_st = x.stride[-nsp:]
     o_st = out.stride[-nsp:]
@@ -240,7 +240,7 @@ def _adaptive_avg(ctx: LoweringContext, nsp: int) -> None:
     outs_ = list(out.shape[-nsp:])
     if prod(ins_) * 4 * 2 > 96 * 1024:
         raise NoLowering("adaptive pooling plane larger than one SBUF tile")
-    plan = _rows(nsp, x, out)
+    plan = _rows(ctx.spec.partitions, nsp, x, out)
     qin, qout = queues(kb)
     held: list[AP] = []
     for t in plan.tiles:

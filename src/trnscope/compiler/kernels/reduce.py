@@ -84,6 +84,10 @@ def emit_reduce(ctx: LoweringContext, alu: Alu, mean: bool) -> None:
         _reduce_all(ctx, alu, scale, rshape[0], rx[0])
     elif _kept_inner(kshape, kx, rshape, rx):
         _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx)
+    elif len(rshape) > 1 and rx[-1] == 1 and kx[-1] == rshape[-1] and \
+            rshape[-1] * x.dtype.itemsize < ctx.spec.dma_descriptor_knee_bytes:
+        # a short reduced run inside each kept index, more reduced dims outside: kept x run on the free axis
+        _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape[:-1], rx[:-1], unit=rshape[-1])
     else:
         _reduce_rows(ctx, alu, scale, kshape, kx, ko, rshape, rx)
 
@@ -175,7 +179,9 @@ def _reduce_rows(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
 BLOCK = 2048   # kept columns per block: 4 PSUM banks of FP32 sums, two blocks in flight
 
 
-def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
+def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> None:
+    """``unit`` > 1: each kept index owns ``unit`` contiguous elements of a reduced dim left out of
+    ``rshape`` (``x.mean((0, 2))`` of [N, C, 3]): the blocks load whole, the unit folds at the end."""
     kb, spec = ctx.kb, ctx.spec
     P = spec.partitions
     bank = spec.psum_bank_bytes // 4          # FP32 columns of one PSUM bank
@@ -190,7 +196,7 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
     outer_r = list(itertools.product(*(range(rshape[d]) for d in others)))
     # whole kept rows shorter than a DMA knee, one after another: g rows to a partition, one run
     g = 1
-    if cst == 1 and rst == ncols and ncols * x.dtype.itemsize < spec.dma_descriptor_knee_bytes:
+    if unit == 1 and cst == 1 and rst == ncols and ncols * x.dtype.itemsize < spec.dma_descriptor_knee_bytes:
         g = max(1, min(BLOCK // ncols, nred // P))
     on_pe = alu is Alu.ADD and x.dtype.is_float
     ones = {}
@@ -200,9 +206,10 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
     for oidx in itertools.product(*(range(s) for s in kshape[:-1])):
         base_x = x.offset + sum(i * s for i, s in zip(oidx, kx[:-1]))
         base_o = out.offset + sum(i * s for i, s in zip(oidx, ko[:-1]))
-        for b0 in range(0, ncols, BLOCK // g):
-            w = min(BLOCK // g, ncols - b0)
-            width = g * w
+        step = max(1, BLOCK // (g * unit))
+        for b0 in range(0, ncols, step):
+            w = min(step, ncols - b0)
+            width = g * w * unit
             # (first reduced index, partitions, rows per partition): full tiles, then the tails
             pieces, r = [], 0
             while nred - r >= P * g:
@@ -222,9 +229,9 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
             for ridx in outer_r:
                 roff = base_x + b0 * cst + sum(i * rx[d] for i, d in zip(ridx, others))
                 for r0, parts, gg in pieces:
-                    span = gg * w
+                    span = gg * w * unit
                     t = loads.add(kb.tile(parts, (span,), x.dtype))
-                    dims = [(1, span)] if gg > 1 else [(cst, w)]
+                    dims = [(1, span)] if gg > 1 or unit > 1 else [(cst, w)]
                     kb.dma(q_in, hbm(ctx.inputs[0], parts, gg * rst, dims, x.dtype, offset=roff + r0 * rst), t)
                     if on_pe:
                         if loaded_rows != parts:
@@ -256,9 +263,10 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
                 total = kb.tile(1, (width,), F32)
                 kb.emit(PartitionReduce(alu=alu, inp=acc, out=total))
             res = kb.tile(1, (w,), out.dtype)
-            if g > 1:
+            if g > 1 or unit > 1:
                 folded = kb.tile(1, (w,), F32)
-                kb.emit(TensorReduce(alu=alu, inp=total.view(0, [(1, w), (w, g)]), out=folded))
+                view = [(1, w), (w, g)] if g > 1 else [(unit, w), (1, unit)]
+                kb.emit(TensorReduce(alu=alu, inp=total.view(0, view), out=folded))
                 kb.release(total)
                 total = folded
             _finish(kb, total, res, scale)

@@ -25,7 +25,7 @@ from ...isa import AP, Act, Activation, Alu, DType, Memset, PartitionReduce, Sel
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
-from ..tiling import P, plan_tiles
+from ..tiling import plan_tiles
 from .activation import _Const
 from .common import F32, ScratchScope, attr, free_pieces, full_strides, load, queues, reduced_strides, row_plan, \
     scratch, store
@@ -65,6 +65,7 @@ def _finish(kb: KernelBuilder, f: Fold, acc: AP, res: AP) -> None:
 
 def emit_reductions(ctx: LoweringContext, rdims: list[int] | None, folds: list[Fold]) -> None:
     """Reduce input 0 over ``rdims`` (None: every dim) with each fold into its output."""
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     x = ctx.call.inputs[0]
     shape = x.shape if x.ndim else (1,)
@@ -73,7 +74,7 @@ def emit_reductions(ctx: LoweringContext, rdims: list[int] | None, folds: list[F
     outs = [ctx.call.outputs[f.out] for f in folds]
     ometas = [o if o.ndim else TensorMeta((1,) * len(shape), (0,) * len(shape), o.dtype, o.offset) for o in outs]
     strides = [full_strides(xm, shape)] + [reduced_strides(m, shape, rd) for m in ometas]
-    plan = row_plan(shape, rd, strides, [xm.offset] + [m.offset for m in ometas])
+    plan = row_plan(shape, rd, strides, [xm.offset] + [m.offset for m in ometas], parts=ctx.spec.partitions)
     qin, qout = queues(kb)
     n = prod(shape[d] for d in rd)
     if n == 0:
@@ -108,6 +109,7 @@ def emit_reductions(ctx: LoweringContext, rdims: list[int] | None, folds: list[F
 
 def _reduce_long(ctx, plan, folds, outs, qin, qout) -> None:
     """One result from a long vector: 128 partitions each reduce a share, GpSimdE folds them."""
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     x = ctx.call.inputs[0]
     n, s = plan.cols, plan.free_strides[0][0]
@@ -263,6 +265,7 @@ REDUCTION_NONE, REDUCTION_MEAN, REDUCTION_SUM = 0, 1, 2
 
 def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool) -> None:
     """sum (or mean) over every element of ``compute(kb, tiles, out)`` into the 0-dim output."""
+    P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     metas: list[TensorMeta] = [ctx.call.inputs[k] for k in operands]  # type: ignore[misc]
     out = ctx.call.outputs[0]

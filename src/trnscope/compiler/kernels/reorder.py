@@ -116,7 +116,7 @@ def _scan(ctx: LoweringContext, alu: Alu, log_exp: bool = False) -> None:
     cols = shape[dim]
     if log_exp and cols > CHUNK:
         raise NotImplementedError("logcumsumexp over rows longer than one chunk")
-    plan = row_plan(shape, [dim], [full_strides(xm, shape), full_strides(om, shape)], [xm.offset, om.offset])
+    plan = row_plan(shape, [dim], [full_strides(xm, shape), full_strides(om, shape)], [xm.offset, om.offset], parts=ctx.spec.partitions)
     cx, co = (plan.free_strides[0][0], plan.free_strides[1][0]) if plan.free_shape else (1, 1)
     # integer scans stay exact in integer tiles; float scans accumulate in FP32
     wdt = F32 if out.dtype.is_float else out.dtype

@@ -69,7 +69,7 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
     src_m = ctx.call.inputs[2] if src_strides is not None else None
     metas = [idx_m, src_m or idx_m, self_m, out]
     plan = row_plan(shape, [dim], [idx_strides, src_strides or idx_strides, self_rows, out_rows],
-                    [m.offset for m in metas])
+                    [m.offset for m in metas], parts=ctx.spec.partitions)
     fst = [fs[0] if plan.free_shape else 0 for fs in plan.free_strides]
     qin, qout = queues(kb)
     is_float = out.dtype.is_float

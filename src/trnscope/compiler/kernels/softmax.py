@@ -67,7 +67,7 @@ def _softmax(ctx: LoweringContext, log: bool, safe: bool = False) -> None:
             kb.emit(Activation(func=Act.EXP, inp=xt, out=e, bias=nmax, accum_out=total))
             if safe:
                 kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.MAX, scalar0=1.1754943508222875e-38))
-            if tile.row0 // 128 % 3 == 2:
+            if tile.row0 // kb.spec.partitions % 3 == 2:
                 # every third tile normalises on ScalarE (x * 1/sum): VectorE's max and divide are the
                 # longer half of the work, this keeps both engines equally busy
                 kb.emit(Activation(func=Act.RECIPROCAL, inp=total, out=total))
@@ -83,7 +83,7 @@ def _softmax_two_pass(ctx: LoweringContext, dim: int, log: bool, safe: bool) -> 
     x, out = ctx.call.inputs[0], ctx.call.outputs[0]
     shape = x.shape
     cols = shape[dim]
-    plan = row_plan(shape, [dim], [full_strides(x, shape), full_strides(out, shape)], [x.offset, out.offset])
+    plan = row_plan(shape, [dim], [full_strides(x, shape), full_strides(out, shape)], [x.offset, out.offset], parts=ctx.spec.partitions)
     cx, co = plan.free_strides[0][0], plan.free_strides[1][0]
     qin, qout = queues(kb)
     chunks = [(c0, min(CHUNK, cols - c0)) for c0 in range(0, cols, CHUNK)]
