@@ -30,7 +30,10 @@ from typing import Callable
 import numpy as np
 
 from ..hw import HardwareSpec
-from ..isa import AP, Dma, DmaScatter, Engine, Instruction, LoadStationary, MultiplyMoving, Program, Space
+from ..isa import (
+    AP, Dma, DmaScatter, Engine, Instruction, LoadStationary, MultiplyMoving, Program, SemaphoreSet, SemaphoreWait,
+    Space,
+)
 from ..isa.program import LNC_META, PCORE_META
 from .builder import KernelBuilder
 
@@ -210,7 +213,7 @@ class PairBuilder(KernelBuilder):
         for state in self._states:
             self._regions, self._region_at = state
             region = super()._new_region(space, start, end)
-            if state is current:
+            if state[0] is current[0]:
                 made = region
         self._regions, self._region_at = current
         return made
@@ -282,3 +285,28 @@ def spread(build: Callable[[MakeBuilder], Program], spec: HardwareSpec) -> Progr
     shared.meta[LNC_META] = spec.lnc
     shared.meta[PCORE_META] = "".join(map(str, kb.pcores))
     return shared
+
+
+def respread(program: Program, spec: HardwareSpec) -> Program:
+    """A Program built for one physical core, spread over ``spec``'s (what re-timing a NEFF at another
+    LNC needs): its instructions replayed through a :class:`PairBuilder`, waits and signals made anew.
+    Without the emitter's allocations, on-chip regions are found from the patterns themselves, so the
+    replay may order a core's work a little more than the compiled kernel would. A Program already
+    spread, or holding explicit semaphore instructions, is returned as it is."""
+    if spec.lnc <= 1 or program.physical_cores()[0] > 1:
+        return program
+    if any(isinstance(ins, (SemaphoreSet, SemaphoreWait)) for ins in program.instructions):
+        return program
+    masks = core_masks(program, spec.lnc)
+    if masks is None:
+        return program
+    out = Program(program.name, target=program.target, tensors=list(program.tensors), queues=list(program.queues),
+                  ops=list(program.ops), constants=dict(program.constants), meta=dict(program.meta))
+    kb = PairBuilder(out, spec, masks, [type(ins) for ins in program.instructions])
+    kb._queues = {q.name: i for i, q in enumerate(out.queues)}
+    for ins in program.instructions:
+        kb.emit(dataclasses.replace(ins, waits=(), signals=()))
+    out.meta[LNC_META] = spec.lnc
+    out.meta[PCORE_META] = "".join(map(str, kb.pcores))
+    return out
+
