@@ -11,7 +11,7 @@ import torch
 from trnscope import hw
 from trnscope.analysis.device_trace import build_device_trace
 from trnscope.analysis.profile_dir import read_ntff
-from trnscope.compiler.lnc import core_masks, disjoint
+from trnscope.compiler.lnc import core_masks, disjoint, respread
 from trnscope.compiler.lowering import lower
 from trnscope.compiler.opcall import from_aten
 from trnscope.interp.interpreter import run
@@ -160,3 +160,14 @@ def test_the_device_trace_shows_both_physical_cores(tmp_path):
     for track, dur in zip(device.trace.slices.track.tolist(), device.trace.slices.dur_ns.tolist()):
         busy[device.trace.tracks[track].name] += dur
     assert busy["TensorMatrix (MultiplyMoving)"] > 0 and busy["TensorMatrix (MultiplyMoving) · nc1"] > 0
+
+
+def test_a_one_core_program_respread_at_lnc2_times_like_one_compiled_for_it():
+    a, b = meta(2048, 2048), meta(2048, 2048)
+    one = _program(LNC1, aten.mm.default, a, b)
+    again = respread(one, LNC2)
+    assert again.physical_cores()[0] == 2 and respread(again, LNC2) is again and respread(one, LNC1) is one
+    compiled = simulate(_program(LNC2, aten.mm.default, a, b), LNC2).total_ns
+    assert simulate(again, LNC2).total_ns == pytest.approx(compiled, rel=0.05)
+    assert again.neff_id != one.neff_id
+

@@ -12,7 +12,9 @@ from trnscope.device import memory
 
 @pytest.fixture(autouse=True)
 def _quiet_and_restore():
+    """Eight cores to work with: trn2 at LNC=1 (its default LNC=2 shows four)."""
     warnings.simplefilter("ignore")
+    hw.set_instance("trn2", 1)
     yield
     torch.neuron.set_device(0)
     hw.set_instance("trn2")
@@ -20,6 +22,10 @@ def _quiet_and_restore():
 
 def test_device_count_is_the_cores_per_chip_of_the_instance():
     assert torch.neuron.device_count() == torch.accelerator.device_count() == hw.TRN2.cores_per_chip == 8
+    hw.set_instance("trn2")  # the default LNC=2: one device per pair of physical cores
+    assert torch.neuron.device_count() == torch.accelerator.device_count() == 4
+    with pytest.raises(RuntimeError, match="Invalid device neuron:4.*trn2.*4 NeuronCore"):
+        torch.empty(1, device="neuron:4")
     hw.set_instance("trn1")
     assert torch.neuron.device_count() == torch.accelerator.device_count() == 2
     with pytest.raises(RuntimeError, match="Invalid device neuron:2.*trn1.*2 NeuronCore"):

@@ -31,7 +31,7 @@ def _per_op(x, reps=5):
 def test_host_time_flat_device_time_grows():
     small_host, small_dev = _per_op(torch.randn(1024, device="neuron"))
     large_host, large_dev = _per_op(torch.randn(4096, 4096, device="neuron"))  # 16M elements
-    assert large_dev > 50 * small_dev
+    assert large_dev > 25 * small_dev  # 16384x the data; the small op is latency-bound
     # the 64 MiB op computes for tens of ms on the host; none of that is host time
     assert large_host < 3 * small_host + 200_000
 

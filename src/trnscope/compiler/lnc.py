@@ -30,33 +30,53 @@ from typing import Callable
 import numpy as np
 
 from ..hw import HardwareSpec
-from ..isa import AP, Dma, DmaScatter, Engine, Instruction, LoadStationary, MultiplyMoving, Program, Space
+from ..isa import (
+    AP, Dma, DmaScatter, Engine, Instruction, LoadStationary, MultiplyMoving, Program, SemaphoreSet, SemaphoreWait,
+    Space,
+)
 from ..isa.program import LNC_META, PCORE_META
 from .builder import KernelBuilder
 
 MakeBuilder = Callable[[Program, HardwareSpec], KernelBuilder]
 
 
-def _box(ap: AP) -> tuple[Space, int, int, int, int]:
-    """(space, partitions [p0, p1), bytes [b0, b1) in each partition) an on-chip pattern may touch."""
-    isz = ap.dtype.itemsize
-    below = sum(min(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
-    above = sum(max(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
-    return ap.space, ap.start, ap.start + ap.partitions, ap.offset + below, ap.offset + above + isz
+def _box(ap: AP, memo: dict) -> tuple[int, int, int, int, bool]:
+    """(partitions [p0, p1), bytes [b0, b1) in each partition, dense) of an on-chip pattern."""
+    hit = memo.get(ap._sid)
+    if hit is None:
+        isz = ap.dtype.itemsize
+        below = sum(min(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
+        above = sum(max(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
+        hit = memo[ap._sid] = (ap.start, ap.start + ap.partitions, ap.offset + below, ap.offset + above + isz,
+                               ap.contiguous_run() == ap.free_size)
+    return hit
 
 
-def _trimmed(recs: list, p0: int, p1: int, b0: int, b1: int) -> list:
-    """The write records left once a dense write covers partitions [p0, p1) x bytes [b0, b1)."""
-    out = []
-    for r in recs:
-        if not (r[0] < p1 and p0 < r[1] and r[2] < b1 and b0 < r[3]) or not (p0 <= r[0] and r[1] <= p1):
-            out.append(r)  # untouched, or only some of its partitions are rewritten
-            continue
-        if r[2] < b0:
-            out.append((r[0], r[1], r[2], b0, r[4]))
-        if b1 < r[3]:
-            out.append((r[0], r[1], b1, r[3], r[4]))
-    return out
+class _Writers:
+    """The last writer of every byte range of one on-chip memory: rows (p0, p1, b0, b1, instruction)."""
+
+    def __init__(self) -> None:
+        self.rows = np.empty((0, 5), np.int64)
+
+    def _meets(self, p0: int, p1: int, b0: int, b1: int) -> np.ndarray:
+        r = self.rows
+        return (r[:, 0] < p1) & (p0 < r[:, 1]) & (r[:, 2] < b1) & (b0 < r[:, 3])
+
+    def readers_of(self, p0: int, p1: int, b0: int, b1: int) -> np.ndarray:
+        return self.rows[self._meets(p0, p1, b0, b1), 4]
+
+    def write(self, p0: int, p1: int, b0: int, b1: int, i: int, dense: bool) -> None:
+        new = np.array([[p0, p1, b0, b1, i]], np.int64)
+        if dense:  # it replaces the bytes it covers in every partition it covers wholly
+            r = self.rows
+            hit = self._meets(p0, p1, b0, b1) & (p0 <= r[:, 0]) & (r[:, 1] <= p1)
+            if hit.any():
+                cut = r[hit]
+                left, right = cut[cut[:, 2] < b0].copy(), cut[b1 < cut[:, 3]].copy()
+                left[:, 3], right[:, 2] = b0, b1
+                self.rows = np.concatenate([r[~hit], left, right, new])
+                return
+        self.rows = np.concatenate([self.rows, new])
 
 
 def _accumulates(ins: Instruction) -> bool:
@@ -70,40 +90,36 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     instrs = program.instructions
     n = len(instrs)
     producers: list[tuple[int, ...]] = [()] * n
-    records: dict[Space, list[tuple[int, int, int, int, int]]] = {Space.SBUF: [], Space.PSUM: []}
+    writers = {Space.SBUF: _Writers(), Space.PSUM: _Writers()}
+    memo: dict[int, tuple] = {}
     sink_weight: list[tuple[int, int]] = []
     last_ls = -1
+    hbm_space = Space.HBM
     for i, ins in enumerate(instrs):
-        deps: list[int] = []
-        reads = list(ins.reads())
+        deps: set[int] = set()
+        reads = ins.reads()
         writes = ins.writes()
         if _accumulates(ins):
-            reads.extend(writes)
+            reads = (*reads, *writes)
         for ap in reads:
-            if ap.space is Space.HBM:
-                continue
-            space, p0, p1, b0, b1 = _box(ap)
-            for r in records[space]:
-                if r[0] < p1 and p0 < r[1] and r[2] < b1 and b0 < r[3]:
-                    deps.append(r[4])
+            if ap.space is not hbm_space:
+                p0, p1, b0, b1, _ = _box(ap, memo)
+                deps.update(writers[ap.space].readers_of(p0, p1, b0, b1).tolist())
         if isinstance(ins, MultiplyMoving) and last_ls >= 0:
-            deps.append(last_ls)  # the weights TensorE holds
-        if isinstance(ins, LoadStationary):
+            deps.add(last_ls)  # the weights TensorE holds
+        elif isinstance(ins, LoadStationary):
             last_ls = i
         stored = 0
         for ap in writes:
-            if ap.space is Space.HBM:
+            if ap.space is hbm_space:
                 stored += ap.nbytes
-                continue
-            space, p0, p1, b0, b1 = _box(ap)
-            recs = records[space]
-            if ap.contiguous_run() == ap.free_size:  # dense: it replaces the bytes it covers
-                recs[:] = _trimmed(recs, p0, p1, b0, b1)
-            recs.append((p0, p1, b0, b1, i))
+            else:
+                p0, p1, b0, b1, dense = _box(ap, memo)
+                writers[ap.space].write(p0, p1, b0, b1, i, dense)
         if stored:
             sink_weight.append((i, stored))
         if deps:
-            producers[i] = tuple(set(deps))
+            producers[i] = tuple(deps)
     if len(sink_weight) < 2:
         return None
     total = sum(w for _, w in sink_weight)
@@ -128,8 +144,10 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
 MAX_RUNS = 1 << 16
 
 
-def _runs(ap: AP) -> tuple[np.ndarray, int] | None:
+def _runs(ap: AP, memo: dict) -> tuple[np.ndarray, int] | None:
     """(sorted start elements of the pattern's contiguous runs, run length), None when too many."""
+    if ap._sid in memo:
+        return memo[ap._sid]
     run = ap.contiguous_run()
     outer = [(ap.pstride, ap.partitions)]
     merged = 1
@@ -140,17 +158,20 @@ def _runs(ap: AP) -> tuple[np.ndarray, int] | None:
             merged *= size
             continue
         outer.append((stride, size))
-    if np.prod([size for _, size in outer], dtype=np.int64) > MAX_RUNS:
-        return None
-    starts = np.array([ap.offset], np.int64)
-    for stride, size in outer:
-        starts = (starts[:, None] + stride * np.arange(size, dtype=np.int64)[None, :]).ravel()
-    return np.sort(starts), run
+    out = None
+    if np.prod([size for _, size in outer], dtype=np.int64) <= MAX_RUNS:
+        starts = np.array([ap.offset], np.int64)
+        for stride, size in outer:
+            starts = (starts[:, None] + stride * np.arange(size, dtype=np.int64)[None, :]).ravel()
+        out = (np.sort(starts), run)
+    memo[ap._sid] = out
+    return out
 
 
-def disjoint(a: AP, b: AP) -> bool:
+def disjoint(a: AP, b: AP, memo: dict | None = None) -> bool:
     """Whether two HBM patterns of one tensor touch no common element (exactly; False when unsure)."""
-    ra, rb = _runs(a), _runs(b)
+    memo = {} if memo is None else memo
+    ra, rb = _runs(a, memo), _runs(b, memo)
     if ra is None or rb is None:
         return False
     (sa, la), (sb, lb) = ra, rb
@@ -179,6 +200,7 @@ class PairBuilder(KernelBuilder):
         # records of both cores' HBM accesses are kept longer before they fold into a floor (which
         # would order every later access after the other core's work)
         self.max_hbm_records = 1024
+        self._runs_memo: dict = {}
 
     def _use(self, core: int) -> None:
         self._regions, self._region_at = self._states[core]
@@ -191,7 +213,7 @@ class PairBuilder(KernelBuilder):
         for state in self._states:
             self._regions, self._region_at = state
             region = super()._new_region(space, start, end)
-            if state is current:
+            if state[0] is current[0]:
                 made = region
         self._regions, self._region_at = current
         return made
@@ -204,7 +226,7 @@ class PairBuilder(KernelBuilder):
         for r in scan:
             if r.lo <= hi and lo <= r.hi:
                 theirs = r.stream.rpartition("@")[2] if "@" in r.stream else ""
-                if theirs != mine and r.ap is not None and disjoint(ap, r.ap):
+                if theirs != mine and r.ap is not None and disjoint(ap, r.ap, self._runs_memo):
                     continue
                 out.append((r.stream, r.count))
         return out
@@ -263,3 +285,28 @@ def spread(build: Callable[[MakeBuilder], Program], spec: HardwareSpec) -> Progr
     shared.meta[LNC_META] = spec.lnc
     shared.meta[PCORE_META] = "".join(map(str, kb.pcores))
     return shared
+
+
+def respread(program: Program, spec: HardwareSpec) -> Program:
+    """A Program built for one physical core, spread over ``spec``'s (what re-timing a NEFF at another
+    LNC needs): its instructions replayed through a :class:`PairBuilder`, waits and signals made anew.
+    Without the emitter's allocations, on-chip regions are found from the patterns themselves, so the
+    replay may order a core's work a little more than the compiled kernel would. A Program already
+    spread, or holding explicit semaphore instructions, is returned as it is."""
+    if spec.lnc <= 1 or program.physical_cores()[0] > 1:
+        return program
+    if any(isinstance(ins, (SemaphoreSet, SemaphoreWait)) for ins in program.instructions):
+        return program
+    masks = core_masks(program, spec.lnc)
+    if masks is None:
+        return program
+    out = Program(program.name, target=program.target, tensors=list(program.tensors), queues=list(program.queues),
+                  ops=list(program.ops), constants=dict(program.constants), meta=dict(program.meta))
+    kb = PairBuilder(out, spec, masks, [type(ins) for ins in program.instructions])
+    kb._queues = {q.name: i for i, q in enumerate(out.queues)}
+    for ins in program.instructions:
+        kb.emit(dataclasses.replace(ins, waits=(), signals=()))
+    out.meta[LNC_META] = spec.lnc
+    out.meta[PCORE_META] = "".join(map(str, kb.pcores))
+    return out
+

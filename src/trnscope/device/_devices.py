@@ -1,7 +1,8 @@
 """How many NeuronCores the process sees, and which one is current.
 
 One ``neuron`` device per NeuronCore of the emulated chip: ``cores_per_chip`` of the hardware
-spec in force (trn2: 8, trn1: 2; ``$TRNSCOPE_INSTANCE`` or :func:`trnscope.hw.set_instance`).
+spec in force (trn2: 4 logical cores at LNC=2, 8 at LNC=1; trn1: 2; ``$TRNSCOPE_INSTANCE``,
+``$NEURON_LOGICAL_NC_CONFIG`` or :func:`trnscope.hw.set_instance`).
 The current device is per thread, as CUDA's is, and starts at 0.
 
 PyTorch's C++ side cannot be told any of this by a Python backend: the device guard that

@@ -308,9 +308,10 @@ def to_bytes(program: Program) -> bytes:
         return raw
     body = encode_body(program)
     digest = hashlib.sha256(body).digest()
+    tpbs = program.physical_cores()[0]  # a NEFF for LNC=2 holds instructions for both physical cores (S46)
     header = _HEADER.pack(
-        MAGIC, PKG_VERSION, HEADER_SIZE, len(body), NEFF_VERSION[0], NEFF_VERSION[1], _fixed(BUILD, 128), 1,
-        digest, digest[:16], _fixed(program.name, 256), 1, _fixed(program.target, 16),
+        MAGIC, PKG_VERSION, HEADER_SIZE, len(body), NEFF_VERSION[0], NEFF_VERSION[1], _fixed(BUILD, 128), tpbs,
+        digest, digest[:16], _fixed(program.name, 256), tpbs, _fixed(program.target, 16),
     )
     return header.ljust(HEADER_SIZE, b"\0") + body
 

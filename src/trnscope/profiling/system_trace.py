@@ -118,7 +118,9 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
                        "instruction_count": s.get("instruction_count", 0),
                        "mfu_estimated_percent": round(s.get("mfu_estimated_percent", 0.0), 4),
                        "mbu_estimated_percent": round(s.get("mbu_estimated_percent", 0.0), 4),
-                       "bottleneck": s.get("bottleneck", "")}
+                       "bottleneck": s.get("bottleneck", ""),
+                       # LNC=2: the execution ran on this many of the logical core's physical cores
+                       "lnc": s.get("lnc", 1), "physical_cores_used": s.get("physical_cores_used", 1)}
             if ntff_files and (r.neff_id, r.device) in ntff_files:
                 hw_args["ntff"] = ntff_files[(r.neff_id, r.device)]
                 hw_args["neff"] = neff_file_name(r.neff_id)
