@@ -115,6 +115,12 @@ class ProfileFiles:
         return out
 
 
+def is_profile_file(name: str) -> bool:
+    """Whether a file name is one a profile directory is made of (the files this module reads)."""
+    return name in (MANIFEST, FRAMEWORK_TRACE, SYSTEM_TRACE, CPU_UTIL, HOST_MEM) or bool(
+        _NTFF_NAME.match(name) or _NEFF_NAME.match(name))
+
+
 def is_profile_dir(path: Path) -> bool:
     """A directory with a profile manifest, or with a framework trace beside a system trace, or
     with NEFF/NTFF files named as a profile names them (an export that was killed before its
@@ -137,7 +143,7 @@ def scan_profile_dir(path: str | Path) -> ProfileFiles:
     directory = Path(path)
     files = ProfileFiles(directory=directory)
     manifest_path = directory / MANIFEST
-    if manifest_path.is_file():
+    if manifest_path.is_file():  # is_file: regular files only (a FIFO named manifest.json blocks)
         try:
             manifest = orjson.loads(manifest_path.read_bytes())
             if not isinstance(manifest, dict):
@@ -147,9 +153,11 @@ def scan_profile_dir(path: str | Path) -> ProfileFiles:
             files.manifest_error = f"manifest.json is unreadable ({exc})"
     for name, attr in ((FRAMEWORK_TRACE, "framework_trace"), (SYSTEM_TRACE, "system_trace"),
                        (CPU_UTIL, "cpu_util"), (HOST_MEM, "host_mem")):
-        if (directory / name).is_file():
+        if (directory / name).is_file():  # regular files only: a FIFO would block its reader
             setattr(files, attr, directory / name)
     for item in sorted(directory.iterdir()):
+        if not item.is_file():
+            continue
         if match := _NTFF_NAME.match(item.name):
             files.ntffs[(match["neff"], int(match["nc"]))] = item
         elif match := _NEFF_NAME.match(item.name):
@@ -197,7 +205,8 @@ def merged_trace_document(files: ProfileFiles) -> dict:
             events.append(event)
         if isinstance(system.get("neuron"), dict):
             document["neuron"] = system["neuron"]
-    base_ns = int(document.get("baseTimeNanoseconds") or 0)
+    base = document.get("baseTimeNanoseconds")
+    base_ns = base if isinstance(base, int) and not isinstance(base, bool) and abs(base) < 2**62 else 0
     if files.cpu_util is not None:
         events.extend(_cpu_counter_events(files.cpu_util, base_ns, _first_pid(events)))
     document["traceEvents"] = events
@@ -216,6 +225,10 @@ def _load_trace_json(path: Path) -> dict:
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents", []), list):
         raise ProfileFormatError(path, "not a Chrome trace (expected an object with a traceEvents list)")
+    for index, event in enumerate(data.get("traceEvents") or []):
+        if not isinstance(event, dict):
+            raise ProfileFormatError(path, f"event #{index} is a JSON {type(event).__name__}, not an object",
+                                     "The file is damaged; record the profile again")
     return data
 
 
@@ -233,14 +246,19 @@ def _cpu_counter_events(path: Path, base_ns: int, pid: int) -> list[dict]:
         doc = orjson.loads(path.read_bytes())
     except (orjson.JSONDecodeError, OSError):
         return []  # host samples are an extra; a damaged file only loses these lanes
+    samples = doc.get("samples") if isinstance(doc, dict) else None
     out = []
-    for sample in doc.get("samples") or []:
+    for sample in samples if isinstance(samples, list) else []:
+        if not isinstance(sample, dict):
+            continue
         cpu = sample.get("cpu_id")
         ts = sample.get("timestamp")
-        if not isinstance(cpu, int) or cpu < 0 or not isinstance(ts, (int, float)):
+        util = sample.get("util", 0.0)
+        if (not isinstance(cpu, int) or isinstance(cpu, bool) or cpu < 0 or not isinstance(ts, (int, float))
+                or isinstance(ts, bool) or not isinstance(util, (int, float)) or isinstance(util, bool)):
             continue
         out.append({"ph": "C", "name": f"CPU:{cpu}/host_cpu_util", "pid": pid, "tid": 0,
-                    "ts": (ts - base_ns) / 1000.0, "args": {"util": float(sample.get("util", 0.0))}})
+                    "ts": (ts - base_ns) / 1000.0, "args": {"util": float(util)}})
     return out
 
 
@@ -266,10 +284,13 @@ class Ntff:
 def read_ntff_header(path: str | Path) -> dict:
     """Only the JSON header (summary, executions, framework ops): cheap, for listings."""
     path = Path(path)
-    with open(path, "rb") as handle:
-        fixed = handle.read(_NTFF_HEAD.size)
-        header_size = _check_fixed(path, fixed)[0]
-        text = handle.read(header_size)
+    try:
+        with open(path, "rb") as handle:
+            fixed = handle.read(_NTFF_HEAD.size)
+            header_size = _check_fixed(path, fixed)[0]
+            text = handle.read(header_size)
+    except OSError as exc:
+        raise ProfileFormatError(path, f"cannot be read ({exc.strerror or exc})") from None
     if len(text) < header_size:
         raise ProfileFormatError(path, "truncated inside its header", "Record the profile again")
     return _parse_header(path, text)
@@ -277,7 +298,10 @@ def read_ntff_header(path: str | Path) -> dict:
 
 def read_ntff(path: str | Path, verify: bool = True) -> Ntff:
     path = Path(path)
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProfileFormatError(path, f"cannot be read ({exc.strerror or exc})") from None
     header_size, body_size, digest = _check_fixed(path, data[:_NTFF_HEAD.size])
     if len(data) < _NTFF_HEAD.size + header_size:
         raise ProfileFormatError(path, "truncated inside its header", "Record the profile again")
@@ -289,13 +313,19 @@ def read_ntff(path: str | Path, verify: bool = True) -> Ntff:
     if verify and hashlib.sha256(body).digest() != digest:
         raise ProfileFormatError(path, "body checksum mismatch (the file is corrupt)", "Record the profile again")
     tables: dict[str, dict[str, np.ndarray]] = {}
-    for name, entry in (header.get("tables") or {}).items():
+    listed = header.get("tables") or {}
+    if not isinstance(listed, dict):
+        raise ProfileFormatError(path, "header 'tables' is not a JSON object", "Record the profile again")
+    for name, entry in listed.items():
         try:
-            blob = body[int(entry["offset"]):int(entry["offset"]) + int(entry["length"])]
-            table = pq.read_table(io.BytesIO(blob))
-        except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+            offset, length = int(entry["offset"]), int(entry["length"])
+            if offset < 0 or length < 0 or offset + length > len(body):
+                raise ValueError(f"bytes {offset}..{offset + length} lie outside the {len(body)}-byte body")
+            table = pq.read_table(io.BytesIO(body[offset:offset + length]))
+            tables[name] = {column: _column(table[column]) for column in table.column_names}
+        except (KeyError, TypeError, ValueError, OSError, pa.ArrowException) as exc:
+            # pyarrow reports a damaged Parquet file as a bare OSError
             raise ProfileFormatError(path, f"table {name!r} is damaged ({exc})", "Record the profile again") from None
-        tables[name] = {column: _column(table[column]) for column in table.column_names}
     return Ntff(path=path, header=header, tables=tables)
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from os import PathLike
@@ -65,6 +67,8 @@ class ChromeSource:
     @classmethod
     def from_path(cls, path: str | PathLike[str]) -> ChromeSource:
         path = Path(path)
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
+            raise TraceFormatError(path, "not a regular file", "Pass a trace file (.json / .json.gz)")
         with open(path, "rb") as probe:  # FileNotFoundError etc. surface here, as for open()
             gzipped = probe.read(2) == _GZIP_MAGIC
         if gzipped:
