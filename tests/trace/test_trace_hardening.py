@@ -48,7 +48,8 @@ def test_exported_trace_starting_at_zero_reads_back():
 @pytest.mark.parametrize(
     "field,text",
     [("ts", b"10000000000000000"), ("ts", b"9223372036854775808"), ("ts", b"18446744073709551615"),
-     ("ts", b"1e308"), ("ts", b"-1e17"), ("dur", b"4611686018427387904"), ("dur", b"1e300")],
+     ("ts", b"1e308"), ("ts", b"-1e17"), ("dur", b"4611686018427387904"), ("dur", b"1e300"),
+     ("dur", b"-9223372036854775808"), ("ts", b"-9223372036854775808")],
 )
 def test_times_beyond_int64_nanoseconds_are_errors_not_wraps(field, text):
     body = doc(event(ts=7, dur=3)).replace(f'"{field}":{7 if field == "ts" else 3}'.encode(), f'"{field}":'.encode() + text)
@@ -148,3 +149,58 @@ def test_gzip_of_a_bad_trace_still_names_the_file(tmp_path):
     path.write_bytes(gzip.compress(doc(event(ts=1e20))))
     with pytest.raises(TraceFormatError, match="t.json.gz"):
         read_kineto(path)
+
+
+def _gzip_stream(parts) -> bytes:
+    """gzip of the concatenated parts; (bytes, repeat) pairs make long runs cheaply."""
+    import zlib
+
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)
+    out = []
+    for part, repeat in parts:
+        for _ in range(repeat):
+            out.append(packer.compress(part))
+    out.append(packer.flush())
+    return b"".join(out)
+
+
+def _peak_bytes(fn) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+    except TraceFormatError:
+        pass
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+MB = 1 << 20
+
+
+def test_a_gigabyte_of_leading_whitespace_costs_a_block_not_a_gigabyte():
+    data = _gzip_stream([(b" " * MB, 100), (doc(event()), 1)])  # 100 MB of spaces, then a trace
+    assert len(data) < 2 * MB
+    assert len(parse_kineto(data).slices) == 1
+    assert _peak_bytes(lambda: parse_kineto(data)) < 32 * MB
+
+
+def test_only_whitespace_is_an_empty_file_in_bounded_memory():
+    data = _gzip_stream([(b"\n" * MB, 100)])
+    with pytest.raises(TraceFormatError, match="empty"):
+        parse_kineto(data, "blank.json.gz")
+    assert _peak_bytes(lambda: parse_kineto(data)) < 32 * MB
+
+
+@pytest.mark.parametrize("inside", ["name", "whitespace"])
+def test_a_giant_event_is_refused_before_it_is_all_in_memory(inside):
+    head = b'{"traceEvents": [' + doc(event())[17:-2] + b', {"ph": "X", "ts": 1, "dur": 1, "name": '
+    filler = (b"x" * MB, 160) if inside == "name" else (b" " * MB, 160)
+    opener = b'"' if inside == "name" else b""
+    data = _gzip_stream([(head + opener, 1), filler, (opener + b"}]}", 1)])
+    with pytest.raises(TraceFormatError, match="without an event boundary"):
+        parse_kineto(data, "giant.json.gz")
+    assert _peak_bytes(lambda: parse_kineto(data)) < 160 * MB  # less than the event: never held whole

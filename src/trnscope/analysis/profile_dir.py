@@ -347,7 +347,63 @@ def _parse_header(path: Path, text: bytes) -> dict:
         raise ProfileFormatError(path, f"header is not valid JSON ({exc})") from None
     if not isinstance(header, dict):
         raise ProfileFormatError(path, "header is not a JSON object")
+    problem = _shape_problem(header, _HEADER_SHAPE, "header")
+    if problem:
+        raise ProfileFormatError(path, problem, "The file is damaged or from another writer; record the profile again")
     return header
+
+
+# The header fields the analyses and the explorer read, with the JSON types they must have (a
+# field may be absent; nothing else is checked). Numbers are finite and not booleans.
+_NUMBER, _COUNT = "number", "count"  # any finite number; a non-negative integer
+_ENGINE_SHAPE = {"active_time_ns": _NUMBER, "instruction_count": _COUNT, "semaphore_wait_ns": _NUMBER,
+                 "active_time_percent": _NUMBER}
+_HEADER_SHAPE = {
+    "neff_id": (str, int), "neff_name": str, "vnc": _COUNT, "target": str, "neuroncore": str, "truncated": bool,
+    "instruction_count": _COUNT, "instructions_written": _COUNT, "framework_ops": [(str, int, float)],
+    "executions": [{"seq": _COUNT, "start_ns": int, "end_ns": int, "queue_wait_ns": _NUMBER, "framework_op": (str, type(None))}],
+    "summary": {"total_time_ns": _NUMBER, "mfu_estimated_percent": _NUMBER, "mbu_estimated_percent": _NUMBER,
+                "hbm_read_bytes": _COUNT, "hbm_write_bytes": _COUNT, "dma_transfer_count": _COUNT,
+                "dma_transfer_total_bytes": _COUNT, "dma_transfer_average_bytes": _NUMBER,
+                "instruction_count": _COUNT, "bottleneck": (str, type(None)), "engines": {"*": _ENGINE_SHAPE}},
+    "memory": {"partitions": _COUNT, "sbuf_bytes": _NUMBER, "psum_bytes": _NUMBER},
+    "tables": {"*": {"offset": _COUNT, "length": _COUNT}},
+}
+
+
+def _shape_problem(value, shape, where: str) -> str | None:
+    """What in ``value`` does not have ``shape`` (see _HEADER_SHAPE), or None."""
+    if shape == _NUMBER or shape == _COUNT:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+            return f"{where} is {_json_type(value)}, not a number"
+        if shape == _COUNT and (not isinstance(value, int) or value < 0 or value >= 2**63):
+            return f"{where} = {value!r} is not a count"
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is {_json_type(value)}, not a list"
+        for i, item in enumerate(value):
+            if problem := _shape_problem(item, shape[0], f"{where}[{i}]"):
+                return problem
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where} is {_json_type(value)}, not an object"
+        for key, item in value.items():
+            inner = shape.get(key, shape.get("*"))
+            if inner is not None and (problem := _shape_problem(item, inner, f"{where}.{key}")):
+                return problem
+        return None
+    types = shape if isinstance(shape, tuple) else (shape,)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types) or (
+            isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64):
+        return f"{where} is {_json_type(value)}"
+    return None
+
+
+def _json_type(value) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), f"the number {value!r}" if isinstance(value, (int, float)) else type(value).__name__)
 
 
 def _column(chunked) -> np.ndarray:

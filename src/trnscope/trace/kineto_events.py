@@ -28,9 +28,7 @@ from .timeunits import TIME_LIMIT_US, as_times, float_us_loses_ns, parse_ns_valu
 
 _FLOW_PHASES = {"s": PHASE_START, "t": PHASE_STEP, "f": PHASE_FINISH}
 _TIMED_PHASES = frozenset("XBEiICstf")
-_EVENT_HINT = (
-    "Every timed event needs a numeric 'ts' (microseconds); fix or remove that event, or re-export the trace"
-)
+_EVENT_HINT = "Fix or remove that event, or re-export the trace"
 
 # Phase codes for splitting a chunk: flows are PHASE_* + 1, so code - 1 is the flow phase.
 _SLICE, _OTHER = 0, 4

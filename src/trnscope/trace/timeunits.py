@@ -111,7 +111,7 @@ def as_times(values: list | np.ndarray) -> np.ndarray:
 
 def _out_of_range(array: np.ndarray, limit: int) -> object:
     """The first value with |value| >= limit (or NaN), or None."""
-    bad = ~(np.abs(array) < limit)
+    bad = ~((array > -limit) & (array < limit))  # not abs(): abs(-2**63) is still negative in int64
     return array[np.flatnonzero(bad)[0]] if bad.any() else None
 
 
