@@ -204,3 +204,19 @@ def test_a_giant_event_is_refused_before_it_is_all_in_memory(inside):
     with pytest.raises(TraceFormatError, match="without an event boundary"):
         parse_kineto(data, "giant.json.gz")
     assert _peak_bytes(lambda: parse_kineto(data)) < 160 * MB  # less than the event: never held whole
+
+
+def test_identical_events_nest_at_most_max_depth_levels():
+    from trnscope.trace.nesting import MAX_DEPTH
+
+    count = 20_000
+    text = b'{"traceEvents": [' + b",".join([orjson.dumps(event(ts=5, dur=3))] * count) + b"]}"
+    trace = parse_kineto(text)
+    s = trace.slices
+    assert len(s) == count and int(s.depth.max()) == MAX_DEPTH - 1
+    assert trace.diagnostics["slices_at_max_nesting_depth"] == count - (MAX_DEPTH - 1)
+    assert len(trace.index.level_start) == MAX_DEPTH  # what every query loops over
+    assert int(s.parent[count - 1]) == count - 2  # parents stay exact below the cap
+    assert len(trace.window(0, 10_000)) == count  # overlapping slices on the last level are all found
+    view = trace.lod(0, 10_000, 100)
+    assert 0 < len(view.rows) <= MAX_DEPTH * 100 and int(view.merged.sum()) == count

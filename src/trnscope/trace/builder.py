@@ -17,7 +17,7 @@ import orjson
 from .args import ArgsBuilder, JoinedJSON
 from .flows import bind_to_slices, pair_flow_events
 from .model import Trace
-from .nesting import compute_nesting
+from .nesting import capped_depth_count, compute_nesting
 from .strings import StringTable
 from .tables import CounterTable, FlowTable, InstantTable, SliceTable
 from .track_kinds import DEVICE_CATEGORIES, classify
@@ -179,6 +179,7 @@ class TraceBuilder:
         ts, dur, track, name, cat = ts[order], dur[order], track[order], name[order], cat[order]
         track_offsets = np.searchsorted(track, np.arange(len(tracks) + 1)).astype(np.int64)
         depth, parent = compute_nesting(ts, dur, track_offsets)
+        self.diagnostics["slices_at_max_nesting_depth"] += capped_depth_count(depth)
         slices = SliceTable(ts, dur, track, name, cat, depth, parent, args.take(order), track_offsets)
 
         instants = self._instant_table(new_id)
