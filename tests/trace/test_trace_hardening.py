@@ -220,3 +220,18 @@ def test_identical_events_nest_at_most_max_depth_levels():
     assert len(trace.window(0, 10_000)) == count  # overlapping slices on the last level are all found
     view = trace.lod(0, 10_000, 100)
     assert 0 < len(view.rows) <= MAX_DEPTH * 100 and int(view.merged.sum()) == count
+
+
+def test_a_begin_left_open_in_an_epoch_trace_keeps_its_nanoseconds_through_export():
+    text = doc(event(ts=EPOCH_US + 0.125, dur=2), {"ph": "B", "name": "open", "pid": 1, "tid": 2, "ts": 1.5},
+               event(ts=EPOCH_US + 3.25, dur=1.5))
+    trace = parse_kineto(text)
+    open_row = int(np.flatnonzero(trace.slices.name == trace.strings.id_of("open"))[0])
+    assert trace.slices.dur_ns[open_row] == (EPOCH_US + 4.75) * 1000 - 1500  # a duration of 54 years, exact
+    again = parse_kineto(dumps_kineto(trace))
+    assert sorted(again.slices.dur_ns.tolist()) == sorted(trace.slices.dur_ns.tolist())
+
+
+def test_giant_fractional_durations_keep_their_nanoseconds():
+    trace = parse_kineto(doc(event(ts=1, dur=7)).replace(b'"dur":7', b'"dur":%d.291' % EPOCH_US))
+    assert trace.slices.dur_ns.tolist() == [EPOCH_US * 1000 + 291]

@@ -354,8 +354,10 @@ def _decode_streams(files: dict, source: str) -> list[Instruction]:
     try:
         with gc_paused():  # many small objects, none in a cycle: a collection would only walk them
             return _decode_records(files)
-    except NeffFormatError:
-        raise
+    except NeffFormatError as exc:
+        if source in str(exc):
+            raise
+        raise NeffFormatError(f"{source}: {exc}") from None  # the decoder does not know the file
     except (orjson.JSONDecodeError, *_DECODE_ERRORS) as exc:
         raise NeffFormatError(f"{source}: unreadable NEFF instructions ({type(exc).__name__}: {str(exc)[:200]})") from None
 
@@ -408,8 +410,10 @@ def from_bytes(data: bytes, source: str = "<bytes>", *, lazy: bool = False) -> P
     runtime needs its header, tensors and simulated timeline, not its instructions)."""
     try:
         return _from_bytes(data, source, lazy)
-    except NeffFormatError:
-        raise
+    except NeffFormatError as exc:
+        if source in str(exc):
+            raise
+        raise NeffFormatError(f"{source}: {exc}") from None
     except _DECODE_ERRORS as exc:
         raise NeffFormatError(f"{source}: unreadable NEFF ({type(exc).__name__}: {str(exc)[:200]}); "
                               f"re-export the NEFF") from None

@@ -336,6 +336,6 @@ def read_ntff(path, verify: bool = True) -> tuple[dict, dict]:
     for name, ent in header.get("tables", {}).items():
         try:
             tables[name] = pq.read_table(io.BytesIO(body[int(ent["offset"]):int(ent["offset"]) + int(ent["length"])]))
-        except (KeyError, TypeError, ValueError, OSError) as exc:  # pyarrow: a bare OSError (ArrowException)
+        except (KeyError, TypeError, ValueError, OSError, NotImplementedError) as exc:  # pyarrow's errors subclass these
             raise NtffFormatError(f"{path}: table {name!r} is damaged ({exc})") from None
     return header, tables

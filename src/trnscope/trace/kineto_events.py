@@ -76,7 +76,7 @@ def _collect_decoded(events: list[Event], b: TraceBuilder, exact_ts: bool) -> No
     b.add_slices(
         _track_ids(slices, b),
         _ts_ns(slices, exact_ts),
-        us_to_ns(_us_values(slices, _DUR)),
+        _dur_ns(slices, exact_ts),
         _string_ids(slices, _NAME, b),
         _string_ids(slices, _CAT, b),
         JoinedJSON.of_objects(list(map(_ARGS, slices))),
@@ -113,6 +113,12 @@ def _ts_ns(events, exact_ts: bool) -> np.ndarray:
     if exact_ts:  # integer nanoseconds after the text rewrite: keep them exact
         return parse_ns_values(list(map(_TS, events)))
     return _checked_us_to_ns(_us_values(events, _TS))
+
+
+def _dur_ns(events, exact_ts: bool) -> np.ndarray:
+    if exact_ts:  # rewritten as integer nanoseconds too
+        return parse_ns_values(list(map(_DUR, events)))
+    return _checked_us_to_ns(_us_values(events, _DUR))
 
 
 def _us_values(events, field: attrgetter) -> np.ndarray:
@@ -240,7 +246,7 @@ def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
             track_for(event.get("pid"), event.get("tid")), ts_ns, event["ph"],
             event.get("name"), event.get("cat"), args,
         )
-    b.add_slices(x_track, to_ns(x_ts), us_to_ns(x_dur), x_name, x_cat, x_args)
+    b.add_slices(x_track, to_ns(x_ts), to_ns(x_dur), x_name, x_cat, x_args)
     b.add_instants(i_track, to_ns(i_ts), i_name, i_cat, i_scope, i_args)
     b.add_counter_samples(c_track, c_series, to_ns(c_ts), c_value)
     b.add_flow_events(f_track, to_ns(f_ts), f_phase, _flow_ids(f_id, b), f_name, f_cat, f_next)
@@ -324,8 +330,12 @@ def _event_problem(event: object, where: str, exact_ts: bool = False) -> str | N
             return f"{label} has '{field}' = {_short(event[field])}: not a string or an integer of at most 64 bits"
     if ph == "X" and not _is_number(event.get("dur", 0)):
         return f"{label} has 'dur' = {_short(event['dur'])}, not a number"
-    if ph == "X" and not abs(event.get("dur", 0)) < TIME_LIMIT_US:
-        return f"{label} has 'dur' = {event['dur']!r} us, outside the +-{TIME_LIMIT_US} us trnscope can hold"
+    if ph == "X":
+        dur = event.get("dur", 0)
+        if exact_ts and type(dur) is int:  # rewritten as nanoseconds
+            dur = dur / 1000
+        if not abs(dur) < TIME_LIMIT_US:
+            return f"{label} has 'dur' = {dur!r} us, outside the +-{TIME_LIMIT_US} us trnscope can hold"
     if ph in _FLOW_PHASES and "id" not in event:
         return f"{label} is a flow event without an 'id'"
     if event.get("args") is not None and not isinstance(event["args"], dict):

@@ -27,7 +27,7 @@ TIME_LIMIT_US = TIME_LIMIT_NS // 1000
 
 # "ts": 1712195495406752.797 -> "ts": 1712195495406752797 (ns). Values written another way
 # (exponents, more than three decimals) are left alone and stay microseconds; see parse_ns_values.
-_TS_TEXT = re.compile(rb'("ts"\s*:\s*)(-?)(\d+)(?:\.(\d{1,3}))?(?![\d.eE])')
+_TS_TEXT = re.compile(rb'("(?:ts|dur)"\s*:\s*)(-?)(\d+)(?:\.(\d{1,3}))?(?![\d.eE])')
 _PADDING = {1: b"00", 2: b"0", 3: b""}
 
 
@@ -40,7 +40,9 @@ def _ts_to_ns(match: re.Match) -> bytes:
 
 
 def rewrite_ts_as_ns(text: bytes) -> bytes:
-    """The same JSON with every plain-decimal ``"ts"`` value rewritten as integer nanoseconds."""
+    """The same JSON with every plain-decimal ``"ts"`` and ``"dur"`` value rewritten as integer
+    nanoseconds (a duration of 2**42 us or more loses its nanoseconds as a float just as a
+    timestamp does: a begin event left open runs to the end of an epoch-stamped trace)."""
     return _TS_TEXT.sub(_ts_to_ns, text)
 
 
