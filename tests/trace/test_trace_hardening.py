@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from trnscope.trace import TraceFormatError, dumps_kineto, parse_kineto, read_kineto
-from trnscope.trace.timeunits import TIME_LIMIT_US, rewrite_ts_as_ns
+from trnscope.trace.timeunits import TIME_LIMIT_US, rewrite_ts_and_dur_as_ns, rewrite_ts_as_ns
 
 EPOCH_US = 1712195495406752
 
@@ -23,8 +23,11 @@ def doc(*events: dict) -> bytes:
 
 
 def test_rewrite_keeps_zero_and_sub_microsecond_stamps_valid_json():
-    assert rewrite_ts_as_ns(b'{"ts": 0, "ts": 0.5, "ts": -0.25, "ts": 0.000, "ts": 12}') == (
-        b'{"ts": 0, "ts": 500, "ts": -250, "ts": 0, "ts": 12000}'
+    assert rewrite_ts_as_ns(b'{"ts": 0, "ts": 0.5, "ts": -0.25, "ts": 0.000, "ts": 12, "ts": 007}') == (
+        b'{"ts": 0, "ts": 500, "ts": -250, "ts": 0, "ts": 12000, "ts": 007}'  # 007 is left for the parser
+    )
+    assert rewrite_ts_and_dur_as_ns(b'{"ts": 0.5, "dur": 1712195495406752.291}') == (
+        b'{"ts": 500, "dur": 1712195495406752291}'
     )
 
 

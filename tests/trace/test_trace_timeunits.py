@@ -29,7 +29,7 @@ def test_float_precision_check():
 def test_text_rewrite_keeps_every_nanosecond():
     text = b'{"ts": 1712195495406752.797, "dur": 1.5, "x": {"ts":12.3}, "ts" : 7, "ts": 1e3, "ts": -2.05}'
     assert rewrite_ts_as_ns(text) == (
-        b'{"ts": 1712195495406752797, "dur": 1500, "x": {"ts":12300}, "ts" : 7000, "ts": 1e3, "ts": -2050}'
+        b'{"ts": 1712195495406752797, "dur": 1.5, "x": {"ts":12300}, "ts" : 7000, "ts": 1e3, "ts": -2050}'
     )
     assert parse_ns_values([1712195495406752797, 1e3]).tolist() == [1712195495406752797, 1000000]
 
