@@ -123,8 +123,9 @@ def is_profile_file(name: str) -> bool:
 
 def is_profile_dir(path: Path) -> bool:
     """A directory with a profile manifest, or with a framework trace beside a system trace, or
-    with NEFF/NTFF files named as a profile names them (an export that was killed before its
-    manifest: listed, as incomplete, rather than ignored)."""
+    with NTFF files named as a profile names them (an export that was killed before its manifest:
+    listed, as incomplete, rather than ignored). NEFFs alone do not make one: a NEFF cache
+    directory holds ``neff_<id>.neff`` files too."""
     if not path.is_dir():
         return False
     if (path / MANIFEST).is_file():
@@ -134,7 +135,7 @@ def is_profile_dir(path: Path) -> bool:
     if (path / FRAMEWORK_TRACE).is_file() and (path / SYSTEM_TRACE).is_file():
         return True
     try:
-        return any(_NTFF_NAME.match(p.name) or _NEFF_NAME.match(p.name) for p in path.iterdir())
+        return any(_NTFF_NAME.match(p.name) for p in path.iterdir())
     except OSError:
         return False
 
