@@ -274,8 +274,11 @@ def test_bad_files_get_clear_errors_and_the_server_keeps_serving(client, listing
 
 
 def test_raw_files_stay_inside_the_roots(client, listing, explorer_root, tmp_path):
-    ok = client.get("/raw/0/bad/notes.json")
-    assert ok.status_code == 200 and ok.json() == {"not": "a trace"}
+    listed = entry_by(listing, kind="kineto")["relpath"]
+    ok = client.get(f"/raw/0/{listed}")
+    assert ok.status_code == 200 and ok.content == (explorer_root / listed).read_bytes()
+    assert ok.headers["content-disposition"].startswith("attachment")
+    assert client.get("/raw/0/bad/notes.json").status_code == 404  # in a served folder, but not a trace
     assert client.get("/raw/0/bad/missing.json").status_code == 404
     assert client.get("/raw/7/bad/notes.json").status_code == 404
     for attempt in ("/raw/0/../../../../etc/passwd", "/raw/0/%2e%2e/%2e%2e/etc/passwd", "/raw/0/..%2F..%2Fetc%2Fpasswd",

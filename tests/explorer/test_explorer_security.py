@@ -24,7 +24,7 @@ def root(tmp_path):
 
 
 def test_token_is_required_on_every_request(root):
-    app = create_app([root], token="s3cret-token")
+    app = create_app([root], token="s3cret-token-0123456789")
     with TestClient(app) as client:
         for path in ("/", "/api/entries", "/static/js/main.js", "/raw/0/a.pt.trace.json"):
             response = client.get(path)
@@ -32,12 +32,12 @@ def test_token_is_required_on_every_request(root):
             assert "token" in response.text
         assert client.get("/api/entries", params={"token": "wrong"}).status_code == 401
         assert client.get("/api/entries", headers={"authorization": "Bearer wrong"}).status_code == 401
-        assert client.get("/api/entries", headers={"authorization": "Bearer s3cret-token"}).status_code == 200
+        assert client.get("/api/entries", headers={"authorization": "Bearer s3cret-token-0123456789"}).status_code == 200
     with TestClient(app) as client:
-        first = client.get("/", params={"token": "s3cret-token"})
+        first = client.get("/", params={"token": "s3cret-token-0123456789"})
         assert first.status_code == 200
         cookie = first.headers["set-cookie"]
-        assert cookie.startswith(f"{COOKIE}=s3cret-token") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert cookie.startswith(f"{COOKIE}=s3cret-token-0123456789") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
         # the page's own requests carry the cookie
         assert client.get("/api/entries").status_code == 200
         client.cookies.clear()

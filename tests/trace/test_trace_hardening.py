@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from trnscope.trace import TraceFormatError, dumps_kineto, parse_kineto, read_kineto
-from trnscope.trace.timeunits import TIME_LIMIT_US, rewrite_ts_as_ns
+from trnscope.trace.timeunits import TIME_LIMIT_US, rewrite_ts_and_dur_as_ns, rewrite_ts_as_ns
 
 EPOCH_US = 1712195495406752
 
@@ -23,8 +23,11 @@ def doc(*events: dict) -> bytes:
 
 
 def test_rewrite_keeps_zero_and_sub_microsecond_stamps_valid_json():
-    assert rewrite_ts_as_ns(b'{"ts": 0, "ts": 0.5, "ts": -0.25, "ts": 0.000, "ts": 12}') == (
-        b'{"ts": 0, "ts": 500, "ts": -250, "ts": 0, "ts": 12000}'
+    assert rewrite_ts_as_ns(b'{"ts": 0, "ts": 0.5, "ts": -0.25, "ts": 0.000, "ts": 12, "ts": 007}') == (
+        b'{"ts": 0, "ts": 500, "ts": -250, "ts": 0, "ts": 12000, "ts": 007}'  # 007 is left for the parser
+    )
+    assert rewrite_ts_and_dur_as_ns(b'{"ts": 0.5, "dur": 1712195495406752.291}') == (
+        b'{"ts": 500, "dur": 1712195495406752291}'
     )
 
 
@@ -48,7 +51,8 @@ def test_exported_trace_starting_at_zero_reads_back():
 @pytest.mark.parametrize(
     "field,text",
     [("ts", b"10000000000000000"), ("ts", b"9223372036854775808"), ("ts", b"18446744073709551615"),
-     ("ts", b"1e308"), ("ts", b"-1e17"), ("dur", b"4611686018427387904"), ("dur", b"1e300")],
+     ("ts", b"1e308"), ("ts", b"-1e17"), ("dur", b"4611686018427387904"), ("dur", b"1e300"),
+     ("dur", b"-9223372036854775808"), ("ts", b"-9223372036854775808")],
 )
 def test_times_beyond_int64_nanoseconds_are_errors_not_wraps(field, text):
     body = doc(event(ts=7, dur=3)).replace(f'"{field}":{7 if field == "ts" else 3}'.encode(), f'"{field}":'.encode() + text)
@@ -148,3 +152,89 @@ def test_gzip_of_a_bad_trace_still_names_the_file(tmp_path):
     path.write_bytes(gzip.compress(doc(event(ts=1e20))))
     with pytest.raises(TraceFormatError, match="t.json.gz"):
         read_kineto(path)
+
+
+def _gzip_stream(parts) -> bytes:
+    """gzip of the concatenated parts; (bytes, repeat) pairs make long runs cheaply."""
+    import zlib
+
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)
+    out = []
+    for part, repeat in parts:
+        for _ in range(repeat):
+            out.append(packer.compress(part))
+    out.append(packer.flush())
+    return b"".join(out)
+
+
+def _peak_bytes(fn) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+    except TraceFormatError:
+        pass
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+MB = 1 << 20
+
+
+def test_a_gigabyte_of_leading_whitespace_costs_a_block_not_a_gigabyte():
+    data = _gzip_stream([(b" " * MB, 100), (doc(event()), 1)])  # 100 MB of spaces, then a trace
+    assert len(data) < 2 * MB
+    assert len(parse_kineto(data).slices) == 1
+    assert _peak_bytes(lambda: parse_kineto(data)) < 32 * MB
+
+
+def test_only_whitespace_is_an_empty_file_in_bounded_memory():
+    data = _gzip_stream([(b"\n" * MB, 100)])
+    with pytest.raises(TraceFormatError, match="empty"):
+        parse_kineto(data, "blank.json.gz")
+    assert _peak_bytes(lambda: parse_kineto(data)) < 32 * MB
+
+
+@pytest.mark.parametrize("inside", ["name", "whitespace"])
+def test_a_giant_event_is_refused_before_it_is_all_in_memory(inside):
+    head = b'{"traceEvents": [' + doc(event())[17:-2] + b', {"ph": "X", "ts": 1, "dur": 1, "name": '
+    filler = (b"x" * MB, 160) if inside == "name" else (b" " * MB, 160)
+    opener = b'"' if inside == "name" else b""
+    data = _gzip_stream([(head + opener, 1), filler, (opener + b"}]}", 1)])
+    with pytest.raises(TraceFormatError, match="without an event boundary"):
+        parse_kineto(data, "giant.json.gz")
+    assert _peak_bytes(lambda: parse_kineto(data)) < 160 * MB  # less than the event: never held whole
+
+
+def test_identical_events_nest_at_most_max_depth_levels():
+    from trnscope.trace.nesting import MAX_DEPTH
+
+    count = 20_000
+    text = b'{"traceEvents": [' + b",".join([orjson.dumps(event(ts=5, dur=3))] * count) + b"]}"
+    trace = parse_kineto(text)
+    s = trace.slices
+    assert len(s) == count and int(s.depth.max()) == MAX_DEPTH - 1
+    assert trace.diagnostics["slices_at_max_nesting_depth"] == count - (MAX_DEPTH - 1)
+    assert len(trace.index.level_start) == MAX_DEPTH  # what every query loops over
+    assert int(s.parent[count - 1]) == count - 2  # parents stay exact below the cap
+    assert len(trace.window(0, 10_000)) == count  # overlapping slices on the last level are all found
+    view = trace.lod(0, 10_000, 100)
+    assert 0 < len(view.rows) <= MAX_DEPTH * 100 and int(view.merged.sum()) == count
+
+
+def test_a_begin_left_open_in_an_epoch_trace_keeps_its_nanoseconds_through_export():
+    text = doc(event(ts=EPOCH_US + 0.125, dur=2), {"ph": "B", "name": "open", "pid": 1, "tid": 2, "ts": 1.5},
+               event(ts=EPOCH_US + 3.25, dur=1.5))
+    trace = parse_kineto(text)
+    open_row = int(np.flatnonzero(trace.slices.name == trace.strings.id_of("open"))[0])
+    assert trace.slices.dur_ns[open_row] == (EPOCH_US + 4.75) * 1000 - 1500  # a duration of 54 years, exact
+    again = parse_kineto(dumps_kineto(trace))
+    assert sorted(again.slices.dur_ns.tolist()) == sorted(trace.slices.dur_ns.tolist())
+
+
+def test_giant_fractional_durations_keep_their_nanoseconds():
+    trace = parse_kineto(doc(event(ts=1, dur=7)).replace(b'"dur":7', b'"dur":%d.291' % EPOCH_US))
+    assert trace.slices.dur_ns.tolist() == [EPOCH_US * 1000 + 291]

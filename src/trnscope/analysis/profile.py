@@ -137,7 +137,12 @@ def _load_neuron(path: Path, cache: TraceCache | None) -> Profile:
 
     def build() -> Trace:
         document = merged_trace_document(files)
-        return parse_kineto(orjson.dumps(document), source=str(files.framework_trace))
+        try:
+            text = orjson.dumps(document)
+        except orjson.JSONEncodeError as exc:  # args nested past what any reader writes back
+            raise ProfileError(path, f"an event of the profile cannot be written again ({exc})",
+                               "Its args nest too deep (more than 254 levels); record the profile again") from None
+        return parse_kineto(text, source=str(files.framework_trace))
 
     trace, cached = _cached(cache, sources, "neuron-profile", build)
     return Profile(path, NEURON, trace, files=files, warnings=files.problems() + _diagnostics(trace),

@@ -115,10 +115,17 @@ class ProfileFiles:
         return out
 
 
+def is_profile_file(name: str) -> bool:
+    """Whether a file name is one a profile directory is made of (the files this module reads)."""
+    return name in (MANIFEST, FRAMEWORK_TRACE, SYSTEM_TRACE, CPU_UTIL, HOST_MEM) or bool(
+        _NTFF_NAME.match(name) or _NEFF_NAME.match(name))
+
+
 def is_profile_dir(path: Path) -> bool:
     """A directory with a profile manifest, or with a framework trace beside a system trace, or
-    with NEFF/NTFF files named as a profile names them (an export that was killed before its
-    manifest: listed, as incomplete, rather than ignored)."""
+    with NTFF files named as a profile names them (an export that was killed before its manifest:
+    listed, as incomplete, rather than ignored). NEFFs alone do not make one: a NEFF cache
+    directory holds ``neff_<id>.neff`` files too."""
     if not path.is_dir():
         return False
     if (path / MANIFEST).is_file():
@@ -128,7 +135,7 @@ def is_profile_dir(path: Path) -> bool:
     if (path / FRAMEWORK_TRACE).is_file() and (path / SYSTEM_TRACE).is_file():
         return True
     try:
-        return any(_NTFF_NAME.match(p.name) or _NEFF_NAME.match(p.name) for p in path.iterdir())
+        return any(_NTFF_NAME.match(p.name) for p in path.iterdir())
     except OSError:
         return False
 
@@ -137,7 +144,7 @@ def scan_profile_dir(path: str | Path) -> ProfileFiles:
     directory = Path(path)
     files = ProfileFiles(directory=directory)
     manifest_path = directory / MANIFEST
-    if manifest_path.is_file():
+    if manifest_path.is_file():  # is_file: regular files only (a FIFO named manifest.json blocks)
         try:
             manifest = orjson.loads(manifest_path.read_bytes())
             if not isinstance(manifest, dict):
@@ -147,9 +154,11 @@ def scan_profile_dir(path: str | Path) -> ProfileFiles:
             files.manifest_error = f"manifest.json is unreadable ({exc})"
     for name, attr in ((FRAMEWORK_TRACE, "framework_trace"), (SYSTEM_TRACE, "system_trace"),
                        (CPU_UTIL, "cpu_util"), (HOST_MEM, "host_mem")):
-        if (directory / name).is_file():
+        if (directory / name).is_file():  # regular files only: a FIFO would block its reader
             setattr(files, attr, directory / name)
     for item in sorted(directory.iterdir()):
+        if not item.is_file():
+            continue
         if match := _NTFF_NAME.match(item.name):
             files.ntffs[(match["neff"], int(match["nc"]))] = item
         elif match := _NEFF_NAME.match(item.name):
@@ -197,7 +206,8 @@ def merged_trace_document(files: ProfileFiles) -> dict:
             events.append(event)
         if isinstance(system.get("neuron"), dict):
             document["neuron"] = system["neuron"]
-    base_ns = int(document.get("baseTimeNanoseconds") or 0)
+    base = document.get("baseTimeNanoseconds")
+    base_ns = base if isinstance(base, int) and not isinstance(base, bool) and abs(base) < 2**62 else 0
     if files.cpu_util is not None:
         events.extend(_cpu_counter_events(files.cpu_util, base_ns, _first_pid(events)))
     document["traceEvents"] = events
@@ -216,6 +226,10 @@ def _load_trace_json(path: Path) -> dict:
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents", []), list):
         raise ProfileFormatError(path, "not a Chrome trace (expected an object with a traceEvents list)")
+    for index, event in enumerate(data.get("traceEvents") or []):
+        if not isinstance(event, dict):
+            raise ProfileFormatError(path, f"event #{index} is a JSON {type(event).__name__}, not an object",
+                                     "The file is damaged; record the profile again")
     return data
 
 
@@ -233,14 +247,19 @@ def _cpu_counter_events(path: Path, base_ns: int, pid: int) -> list[dict]:
         doc = orjson.loads(path.read_bytes())
     except (orjson.JSONDecodeError, OSError):
         return []  # host samples are an extra; a damaged file only loses these lanes
+    samples = doc.get("samples") if isinstance(doc, dict) else None
     out = []
-    for sample in doc.get("samples") or []:
+    for sample in samples if isinstance(samples, list) else []:
+        if not isinstance(sample, dict):
+            continue
         cpu = sample.get("cpu_id")
         ts = sample.get("timestamp")
-        if not isinstance(cpu, int) or cpu < 0 or not isinstance(ts, (int, float)):
+        util = sample.get("util", 0.0)
+        if (not isinstance(cpu, int) or isinstance(cpu, bool) or cpu < 0 or not isinstance(ts, (int, float))
+                or isinstance(ts, bool) or not isinstance(util, (int, float)) or isinstance(util, bool)):
             continue
         out.append({"ph": "C", "name": f"CPU:{cpu}/host_cpu_util", "pid": pid, "tid": 0,
-                    "ts": (ts - base_ns) / 1000.0, "args": {"util": float(sample.get("util", 0.0))}})
+                    "ts": (ts - base_ns) / 1000.0, "args": {"util": float(util)}})
     return out
 
 
@@ -266,10 +285,13 @@ class Ntff:
 def read_ntff_header(path: str | Path) -> dict:
     """Only the JSON header (summary, executions, framework ops): cheap, for listings."""
     path = Path(path)
-    with open(path, "rb") as handle:
-        fixed = handle.read(_NTFF_HEAD.size)
-        header_size = _check_fixed(path, fixed)[0]
-        text = handle.read(header_size)
+    try:
+        with open(path, "rb") as handle:
+            fixed = handle.read(_NTFF_HEAD.size)
+            header_size = _check_fixed(path, fixed)[0]
+            text = handle.read(header_size)
+    except OSError as exc:
+        raise ProfileFormatError(path, f"cannot be read ({exc.strerror or exc})") from None
     if len(text) < header_size:
         raise ProfileFormatError(path, "truncated inside its header", "Record the profile again")
     return _parse_header(path, text)
@@ -277,7 +299,10 @@ def read_ntff_header(path: str | Path) -> dict:
 
 def read_ntff(path: str | Path, verify: bool = True) -> Ntff:
     path = Path(path)
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProfileFormatError(path, f"cannot be read ({exc.strerror or exc})") from None
     header_size, body_size, digest = _check_fixed(path, data[:_NTFF_HEAD.size])
     if len(data) < _NTFF_HEAD.size + header_size:
         raise ProfileFormatError(path, "truncated inside its header", "Record the profile again")
@@ -289,13 +314,19 @@ def read_ntff(path: str | Path, verify: bool = True) -> Ntff:
     if verify and hashlib.sha256(body).digest() != digest:
         raise ProfileFormatError(path, "body checksum mismatch (the file is corrupt)", "Record the profile again")
     tables: dict[str, dict[str, np.ndarray]] = {}
-    for name, entry in (header.get("tables") or {}).items():
+    listed = header.get("tables") or {}
+    if not isinstance(listed, dict):
+        raise ProfileFormatError(path, "header 'tables' is not a JSON object", "Record the profile again")
+    for name, entry in listed.items():
         try:
-            blob = body[int(entry["offset"]):int(entry["offset"]) + int(entry["length"])]
-            table = pq.read_table(io.BytesIO(blob))
-        except (KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+            offset, length = int(entry["offset"]), int(entry["length"])
+            if offset < 0 or length < 0 or offset + length > len(body):
+                raise ValueError(f"bytes {offset}..{offset + length} lie outside the {len(body)}-byte body")
+            table = pq.read_table(io.BytesIO(body[offset:offset + length]))
+            tables[name] = {column: _column(table[column]) for column in table.column_names}
+        except (KeyError, TypeError, ValueError, OSError, pa.ArrowException) as exc:
+            # pyarrow reports a damaged Parquet file as a bare OSError
             raise ProfileFormatError(path, f"table {name!r} is damaged ({exc})", "Record the profile again") from None
-        tables[name] = {column: _column(table[column]) for column in table.column_names}
     return Ntff(path=path, header=header, tables=tables)
 
 
@@ -317,7 +348,63 @@ def _parse_header(path: Path, text: bytes) -> dict:
         raise ProfileFormatError(path, f"header is not valid JSON ({exc})") from None
     if not isinstance(header, dict):
         raise ProfileFormatError(path, "header is not a JSON object")
+    problem = _shape_problem(header, _HEADER_SHAPE, "header")
+    if problem:
+        raise ProfileFormatError(path, problem, "The file is damaged or from another writer; record the profile again")
     return header
+
+
+# The header fields the analyses and the explorer read, with the JSON types they must have (a
+# field may be absent; nothing else is checked). Numbers are finite and not booleans.
+_NUMBER, _COUNT = "number", "count"  # any finite number; a non-negative integer
+_ENGINE_SHAPE = {"active_time_ns": _NUMBER, "instruction_count": _COUNT, "semaphore_wait_ns": _NUMBER,
+                 "active_time_percent": _NUMBER}
+_HEADER_SHAPE = {
+    "neff_id": (str, int), "neff_name": str, "vnc": _COUNT, "target": str, "neuroncore": str, "truncated": bool,
+    "instruction_count": _COUNT, "instructions_written": _COUNT, "framework_ops": [(str, int, float)],
+    "executions": [{"seq": _COUNT, "start_ns": int, "end_ns": int, "queue_wait_ns": _NUMBER, "framework_op": (str, type(None))}],
+    "summary": {"total_time_ns": _NUMBER, "mfu_estimated_percent": _NUMBER, "mbu_estimated_percent": _NUMBER,
+                "hbm_read_bytes": _COUNT, "hbm_write_bytes": _COUNT, "dma_transfer_count": _COUNT,
+                "dma_transfer_total_bytes": _COUNT, "dma_transfer_average_bytes": _NUMBER,
+                "instruction_count": _COUNT, "bottleneck": (str, type(None)), "engines": {"*": _ENGINE_SHAPE}},
+    "memory": {"partitions": _COUNT, "sbuf_bytes": _NUMBER, "psum_bytes": _NUMBER},
+    "tables": {"*": {"offset": _COUNT, "length": _COUNT}},
+}
+
+
+def _shape_problem(value, shape, where: str) -> str | None:
+    """What in ``value`` does not have ``shape`` (see _HEADER_SHAPE), or None."""
+    if shape == _NUMBER or shape == _COUNT:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+            return f"{where} is {_json_type(value)}, not a number"
+        if shape == _COUNT and (not isinstance(value, int) or value < 0 or value >= 2**63):
+            return f"{where} = {value!r} is not a count"
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is {_json_type(value)}, not a list"
+        for i, item in enumerate(value):
+            if problem := _shape_problem(item, shape[0], f"{where}[{i}]"):
+                return problem
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where} is {_json_type(value)}, not an object"
+        for key, item in value.items():
+            inner = shape.get(key, shape.get("*"))
+            if inner is not None and (problem := _shape_problem(item, inner, f"{where}.{key}")):
+                return problem
+        return None
+    types = shape if isinstance(shape, tuple) else (shape,)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types) or (
+            isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64):
+        return f"{where} is {_json_type(value)}"
+    return None
+
+
+def _json_type(value) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), f"the number {value!r}" if isinstance(value, (int, float)) else type(value).__name__)
 
 
 def _column(chunked) -> np.ndarray:

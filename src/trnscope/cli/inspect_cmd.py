@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 class InspectCommand:
@@ -26,24 +27,29 @@ class InspectCommand:
         try:
             prog = neff.load(path)
             header = neff.read_header(path.read_bytes())
+            mix = Counter((str(ins.engine.value), str(ins.OPCODE)) for ins in prog.instructions)
         except NeffFormatError as exc:
             raise ValueError(str(exc)) from None
-        console.print(f"[bold]{header['name']}[/]  neff_{header['neff_id']}  target {header['target']}  "
-                      f"sha256 {header['hash'][:16]}...")
+        # Names come from the file: printed as text (never rich markup), whatever their JSON type.
+        console.print(Text.assemble((str(header["name"]), "bold"), f"  neff_{header['neff_id']}  target "
+                                    f"{header['target']}  sha256 {header['hash'][:16]}..."), highlight=False)
         t = Table(title="HBM tensors")
         for c in ("name", "kind", "shape", "dtype"):
             t.add_column(c)
         for d in prog.tensors:
-            t.add_row(d.name, d.kind, str(list(d.shape)), d.dtype.value)
+            t.add_row(Text(str(d.name)), Text(str(d.kind)), str(list(d.shape)), str(d.dtype.value))
         console.print(t)
-        mix = Counter((ins.engine.value, ins.OPCODE) for ins in prog.instructions)
         t = Table(title=f"{len(prog)} instructions")
         for c in ("engine", "opcode", "count"):
             t.add_column(c)
         for (eng, op), n in sorted(mix.items()):
-            t.add_row(eng, op, str(n))
+            t.add_row(Text(eng), Text(op), str(n))
         console.print(t)
-        tl = simulate(prog)
+        try:
+            tl = simulate(prog)
+        except Exception as exc:  # noqa: BLE001 - a decoded but inconsistent program (a damaged NEFF)
+            raise ValueError(f"{path}: the NEFF's program cannot be simulated ({type(exc).__name__}: "
+                             f"{str(exc)[:200]}); it is damaged or was not written by trnscope") from None
         s = tl.summary
         console.print(f"simulated: {s['total_time_ns'] / 1e3:,.2f} us, bottleneck {s['bottleneck']}, "
                       f"MFU {s['mfu_estimated_percent']:.1f}%, MBU {s['mbu_estimated_percent']:.1f}%")

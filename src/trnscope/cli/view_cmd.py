@@ -26,6 +26,7 @@ class ViewCommand:
         parser.add_argument("--open", action="store_true", help="open the explorer in a web browser")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
+        from ..explorer.security import check_token
         from ..explorer.server import plan, serve
         from .main import UsageError
 
@@ -34,6 +35,10 @@ class ViewCommand:
             raise UsageError(f"no such file or directory: {', '.join(missing)}")
         if not 0 <= args.port <= 65535:
             raise UsageError(f"--port must be between 0 and 65535, got {args.port}")
+        try:
+            check_token(args.token)
+        except ValueError as exc:
+            raise UsageError(f"--token: {exc}") from None
         from ..analysis.ranks import is_run
 
         dirs = []

@@ -29,10 +29,17 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from ..analysis import ProfileError, TraceCache
+from ..trace.timeunits import TIME_LIMIT_NS
 from . import columns, notes, payloads
 from .assets import Assets
 from .catalog import Catalog, OutsideRoots
-from .security import LoopbackHostMiddleware, SecurityHeadersMiddleware, TokenMiddleware
+from .security import (
+    LoopbackHostMiddleware,
+    SecurityHeadersMiddleware,
+    TokenMiddleware,
+    check_token,
+    security_headers,
+)
 from .sessions import NotFound, Session, SessionStore
 from .views import BadRequest, TimelineView
 
@@ -70,6 +77,7 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                cache: TraceCache | None = None, max_loaded: int = 8) -> Starlette:
     """The explorer app serving ``roots``. ``token``: require it on every request.
     ``loopback_only``: refuse requests whose Host header is not a loopback name."""
+    check_token(token)
     explorer = Explorer(roots, cache, max_loaded=max_loaded)
     assets = Assets(STATIC_DIR)
 
@@ -201,7 +209,11 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
     async def raw_file(request: Request) -> Response:
         path = await run_in_threadpool(explorer.catalog.resolve_file, request.path_params["root"],
                                        request.path_params["path"])
-        return FileResponse(path)
+        # Always a download, never a page: a file from a served folder must not run script in the
+        # explorer's origin (sandbox stops it even where a browser would render it anyway).
+        return FileResponse(path, media_type="application/octet-stream", filename=path.name,
+                            content_disposition_type="attachment",
+                            headers={"content-security-policy": "sandbox; default-src 'none'"})
 
     entry_routes = [
         Route("/card", session_endpoint(lambda s, r: payloads.card(s))),
@@ -251,17 +263,22 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
 
     async def internal(request: Request, exc: Exception) -> Response:
         log.exception("error serving %s", request.url.path)
-        return OrjsonResponse({"error": {"problem": f"internal error: {type(exc).__name__}: {exc}"}}, status_code=500)
+        # The message may hold file-system paths (the served roots'): the log has it, the body not.
+        # Starlette answers a 500 outside every middleware: the security headers are added here.
+        return OrjsonResponse({"error": {"problem": f"internal error ({type(exc).__name__}); the explorer's log "
+                                                    f"has the details"}}, status_code=500,
+                              headers={k.decode(): v.decode() for k, v in security_headers((assets.boot_hash,))})
 
     app = Starlette(routes=routes, exception_handlers={
         ProfileError: profile_error, notes.NotesError: notes_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
         OutsideRoots: outside, HTTPException: http_error, Exception: internal,
     })
-    app.add_middleware(SecurityHeadersMiddleware, script_hashes=(assets.boot_hash,))
     if token:
         app.add_middleware(TokenMiddleware, token=token)
     if loopback_only:
         app.add_middleware(LoopbackHostMiddleware)
+    # added last, so outermost: the 401 and 403 answers of the checks above carry the headers too
+    app.add_middleware(SecurityHeadersMiddleware, script_hashes=(assets.boot_hash,))
     app.state.explorer = explorer
     return app
 
@@ -289,14 +306,21 @@ def _float(query, name: str) -> float:
         raise BadRequest(f"{name} must be a number") from None
     if value != value or value in (float("inf"), float("-inf")):
         raise BadRequest(f"{name} must be finite")
-    return value
+    # Times are int64 nanoseconds relative to the view's origin (itself below TIME_LIMIT_NS): a
+    # range reaching past half that limit selects what one ending there does, and origin + t
+    # stays inside int64.
+    limit = TIME_LIMIT_NS // 2
+    return min(max(value, -limit), limit)
 
 
 def _int(query, name: str) -> int:
+    text = query.get(name)
+    if text is None:
+        raise BadRequest(f"missing parameter {name}")
+    if len(text) > 20:
+        raise BadRequest(f"{name} must be an integer of at most 64 bits")
     try:
-        return int(query[name])
-    except KeyError:
-        raise BadRequest(f"missing parameter {name}") from None
+        return int(text)
     except ValueError:
         raise BadRequest(f"{name} must be an integer") from None
 

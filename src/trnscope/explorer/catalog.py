@@ -1,10 +1,12 @@
 """What the explorer may show: the profiles and traces under the directories it was given.
 
 The catalog is the explorer's only way to the file system. Entries are found by walking the roots
-(bounded depth and count, hidden and environment folders skipped); each gets an opaque id derived
-from its root and relative path, and the API addresses entries by id only. Raw files are served
-only through :meth:`Catalog.resolve_file`, which refuses anything that resolves (symlinks
-included) outside a root.
+(bounded depth and count, hidden and environment folders skipped, only regular files opened: a
+FIFO named like a trace would block the scan forever); each gets an opaque id derived from its root
+and relative path, and the API addresses entries by id only. Raw files are served only through
+:meth:`Catalog.resolve_file`: a file the catalog lists (a trace entry, or one of a profile's own
+files), never a dot-file, never anything but a regular file, never anything that resolves
+(symlinks included) outside a root.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import gzip
 import hashlib
 import os
 import re
+import stat as stat_kind
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis.profile import KINETO, NEURON, PARQUET, detect_kind
-from ..analysis.profile_dir import scan_profile_dir
+from ..analysis.profile_dir import is_profile_file, scan_profile_dir
 from ..trace.parquet import is_parquet_trace
 
 MAX_DEPTH = 8
@@ -127,7 +130,7 @@ class Catalog:
         return found
 
     def _walk(self, root: Path):
-        if root.is_file():
+        if _is_regular(root):
             yield root, KINETO
             return
         kind = detect_kind(root)
@@ -152,7 +155,8 @@ class Catalog:
                         yield child, kind
                     elif depth + 1 < MAX_DEPTH:
                         stack.append((child, depth + 1))
-                elif child.name.endswith(_TRACE_SUFFIXES) and _looks_like_trace(child) and self._inside(child):
+                elif (child.name.endswith(_TRACE_SUFFIXES) and _is_regular(child) and _looks_like_trace(child)
+                      and self._inside(child)):
                     yield child, KINETO
 
     def _entry(self, index: int, root: Path, path: Path, kind: str) -> Entry | None:
@@ -183,12 +187,15 @@ class Catalog:
         return any(resolved == root or resolved.is_relative_to(root) for root in self.roots)
 
     def resolve_file(self, root_index: int, relpath: str) -> Path:
-        """The file ``relpath`` under root ``root_index``. Raises OutsideRoots for anything that
-        escapes the root (``..``, absolute paths, symlinks pointing out) and FileNotFoundError
-        for a missing file."""
+        """The listed file ``relpath`` under root ``root_index``. Raises OutsideRoots for anything
+        that escapes the root (``..``, absolute paths, symlinks pointing out) and FileNotFoundError
+        for a file that is missing or that the catalog does not list (dot-files, FIFOs, notes,
+        pages: a served folder's other files are not the explorer's to hand out)."""
         if not 0 <= root_index < len(self.roots):
             raise FileNotFoundError(relpath)
         root = self.roots[root_index]
+        if len(relpath) > 4096:
+            raise FileNotFoundError("path too long")
         if root.is_file():
             base = root.parent
             if relpath not in ("", ".", root.name):
@@ -198,13 +205,38 @@ class Catalog:
             base = root
             if "\x00" in relpath or os.path.isabs(relpath) or any(part == ".." for part in Path(relpath).parts):
                 raise OutsideRoots(relpath)
+            if any(part.startswith(".") for part in Path(relpath).parts):
+                raise FileNotFoundError(relpath)
             candidate = root / relpath
-        resolved = candidate.resolve()
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError):  # a name too long, a symlink loop
+            raise FileNotFoundError(relpath) from None
         if not (resolved == base or resolved.is_relative_to(base)) or not self._inside(resolved):
             raise OutsideRoots(relpath)
-        if not resolved.is_file():
+        if not _is_regular(resolved) or not self._lists(resolved):
             raise FileNotFoundError(relpath)
         return resolved
+
+    def _lists(self, path: Path) -> bool:
+        """Whether ``path`` is a trace entry or a profile's (or saved trace's) own file."""
+        entries = self.entries()
+        for entry in entries:
+            if entry.path == path and entry.kind == KINETO:
+                return True
+            if entry.path == path.parent and entry.kind == NEURON:
+                return is_profile_file(path.name)
+            if entry.path == path.parent and entry.kind == PARQUET:
+                return not path.name.startswith(".")
+        return False
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file (after symlinks); a FIFO, socket or device is never opened."""
+    try:
+        return stat_kind.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
 
 
 def _size(path: Path) -> int:

@@ -28,7 +28,7 @@ class DeviceView(TimelineView):
 
     def describe(self) -> dict:
         header = self.device.header
-        ops = sorted({str(op) for op in self.device.instruction_table.get("framework_op", []).tolist() if op})
+        ops = sorted({str(op) for op in list(self.device.instruction_table.get("framework_op", [])) if op})
         return {
             **super().describe(),
             "start": 0,

@@ -43,7 +43,11 @@ class Lane:
     source: str = ""  # "memory": a counter lane derived by the analyses, not a counter track (track -1)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # Not dataclasses.asdict: it deep-copies every value and cost ~1 ms a lane (a trace with
+        # 200k threads has 200k lanes). Only ``series`` holds containers: its dicts are copied.
+        out = {name: getattr(self, name) for name in _LANE_FIELDS}
+        out["series"] = [dict(item) for item in self.series]
+        return out
 
 
 @dataclass
@@ -63,6 +67,8 @@ class Layout:
         return {"groups": [asdict(g) for g in self.groups], "lanes": [lane.to_dict() for lane in self.lanes],
                 "color_by": self.color_by}
 
+
+_LANE_FIELDS = tuple(Lane.__dataclass_fields__)
 
 NEURON_GROUPS = (
     Group("framework", "Framework threads"),

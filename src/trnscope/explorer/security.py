@@ -29,8 +29,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# A token guards every profile the explorer serves; one short enough to guess is no guard.
+MIN_TOKEN_LENGTH = 16
+
+
 def new_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+def check_token(token: str | None) -> None:
+    """ValueError for a token too short (or of characters a URL would mangle) to protect anything."""
+    if token is None:
+        return
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(f"the access token must have at least {MIN_TOKEN_LENGTH} characters (got {len(token)}); "
+                         f"leave --token out to get a random one")
+    if not token.isascii() or not token.isprintable() or any(c in token for c in " &#%?/;="):
+        raise ValueError("the access token may hold only letters, digits and -._~ (it is put in a URL)")
 
 
 class TokenMiddleware:

@@ -344,7 +344,7 @@ def _members(data: bytes, source: str) -> tuple[dict, dict, dict, dict]:
             files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
         top = orjson.loads(files["neff.json"])
         definition = orjson.loads(files["sg00/def.json"])
-    except (tarfile.TarError, KeyError, orjson.JSONDecodeError) as exc:
+    except (tarfile.TarError, KeyError, orjson.JSONDecodeError, EOFError, OSError) as exc:
         raise NeffFormatError(f"{source}: unreadable NEFF body ({exc})") from None
     return header, files, top, definition
 
@@ -355,10 +355,12 @@ def _decode_streams(files: dict, source: str) -> list[Instruction]:
     try:
         with gc_paused():  # many small objects, none in a cycle: a collection would only walk them
             return _decode_records(files)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, NeffFormatError):
+    except NeffFormatError as exc:
+        if source in str(exc):
             raise
-        raise NeffFormatError(f"{source}: unreadable NEFF instructions ({type(exc).__name__}: {exc})") from None
+        raise NeffFormatError(f"{source}: {exc}") from None  # the decoder does not know the file
+    except (orjson.JSONDecodeError, *_DECODE_ERRORS) as exc:
+        raise NeffFormatError(f"{source}: unreadable NEFF instructions ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 def _decode_records(files: dict) -> list[Instruction]:
@@ -398,11 +400,30 @@ def _with_waits(proto: Instruction, waits: tuple) -> Instruction:
     return ins
 
 
+# What a damaged NEFF whose hash was recomputed raises while being decoded (a value of the wrong
+# type or size in its JSON, a bad constant array): reported as NeffFormatError naming the file.
+_DECODE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError, RecursionError)
+
+
 def from_bytes(data: bytes, source: str = "<bytes>", *, lazy: bool = False) -> Program:
     """The Program a NEFF holds (its size and SHA-256 checked first). ``lazy``: decode the
     instructions when they are first used (a NEFF from a cache is often only executed: the
     runtime needs its header, tensors and simulated timeline, not its instructions)."""
+    try:
+        return _from_bytes(data, source, lazy)
+    except NeffFormatError as exc:
+        if source in str(exc):
+            raise
+        raise NeffFormatError(f"{source}: {exc}") from None
+    except _DECODE_ERRORS as exc:
+        raise NeffFormatError(f"{source}: unreadable NEFF ({type(exc).__name__}: {str(exc)[:200]}); "
+                              f"re-export the NEFF") from None
+
+
+def _from_bytes(data: bytes, source: str, lazy: bool) -> Program:
     header, files, top, definition = _members(data, source)
+    if not isinstance(top, dict) or not isinstance(definition, dict):
+        raise NeffFormatError(f"{source}: unreadable NEFF body (neff.json or def.json is not a JSON object)")
     prog = Program.__new__(NeffProgram) if lazy else Program(name=header["name"])
     prog.name = header["name"]
     prog.target = top.get("target", header["target"])

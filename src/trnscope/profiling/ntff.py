@@ -302,7 +302,17 @@ def read_header(path) -> dict:
         _, major, _minor, hsize, _bsize, _digest = _HEAD.unpack(fixed)
         if major != VERSION[0]:
             raise NtffFormatError(f"{path}: NTFF version {major} (this reader knows {VERSION[0]})")
-        return orjson.loads(f.read(hsize))
+        return _header(path, f.read(hsize))
+
+
+def _header(path, text: bytes) -> dict:
+    try:
+        header = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise NtffFormatError(f"{path}: header is not valid JSON ({exc})") from None
+    if not isinstance(header, dict) or not isinstance(header.get("tables", {}), dict):
+        raise NtffFormatError(f"{path}: header is not an NTFF header (a JSON object with a 'tables' object)")
+    return header
 
 
 def read_ntff(path, verify: bool = True) -> tuple[dict, dict]:
@@ -316,7 +326,7 @@ def read_ntff(path, verify: bool = True) -> tuple[dict, dict]:
     _, major, _minor, hsize, bsize, digest = _HEAD.unpack_from(data)
     if major != VERSION[0]:
         raise NtffFormatError(f"{path}: NTFF version {major} (this reader knows {VERSION[0]})")
-    header = orjson.loads(data[_HEAD.size:_HEAD.size + hsize])
+    header = _header(path, data[_HEAD.size:_HEAD.size + hsize])
     body = data[_HEAD.size + hsize:]
     if len(body) != bsize:
         raise NtffFormatError(f"{path}: truncated (body {len(body)} of {bsize} bytes)")
@@ -324,5 +334,8 @@ def read_ntff(path, verify: bool = True) -> tuple[dict, dict]:
         raise NtffFormatError(f"{path}: body hash mismatch (corrupt file)")
     tables = {}
     for name, ent in header.get("tables", {}).items():
-        tables[name] = pq.read_table(io.BytesIO(body[ent["offset"]:ent["offset"] + ent["length"]]))
+        try:
+            tables[name] = pq.read_table(io.BytesIO(body[int(ent["offset"]):int(ent["offset"]) + int(ent["length"])]))
+        except (KeyError, TypeError, ValueError, OSError, NotImplementedError) as exc:  # pyarrow's errors subclass these
+            raise NtffFormatError(f"{path}: table {name!r} is damaged ({exc})") from None
     return header, tables

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from os import PathLike
@@ -34,6 +36,11 @@ from .eventschema import decode_events
 # path, about 12x while parsing). Smaller pieces cost more per-piece numpy calls than they save.
 CHUNK_BYTES = 1 << 20
 _READ_BYTES = 1 << 20
+# Memory stays bounded by what one piece can grow to: text with no event boundary for this long (a
+# 1 GB name, a gigabyte of spaces inside an event) is refused, as is a document that has to be
+# parsed whole (an unusual shape) beyond MAX_WHOLE_BYTES. docs/hardening.md lists the limits.
+MAX_PIECE_BYTES = 64 << 20
+MAX_WHOLE_BYTES = 512 << 20
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -65,6 +72,8 @@ class ChromeSource:
     @classmethod
     def from_path(cls, path: str | PathLike[str]) -> ChromeSource:
         path = Path(path)
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
+            raise TraceFormatError(path, "not a regular file", "Pass a trace file (.json / .json.gz)")
         with open(path, "rb") as probe:  # FileNotFoundError etc. surface here, as for open()
             gzipped = probe.read(2) == _GZIP_MAGIC
         if gzipped:
@@ -103,7 +112,7 @@ class ChromeSource:
             if first == b"[":
                 open_at, header = start, None
             elif first == b"{":
-                key = window.find(_TRACE_EVENTS_KEY, start)
+                key = window.find(_TRACE_EVENTS_KEY, start, limit=start + MAX_PIECE_BYTES)
                 if key is None:
                     raise NeedsWholeParse
                 open_at = key.end() - 1
@@ -139,7 +148,11 @@ class ChromeSource:
     def parse_whole(self, transform: Callable[[bytes], bytes] | None = None) -> list:
         """All events from one full parse; raises TraceFormatError describing what is wrong."""
         with self._open_binary() as stream:
-            text = _read(stream, -1, self.source)
+            text = _read(stream, MAX_WHOLE_BYTES + 1, self.source)
+        if len(text) > MAX_WHOLE_BYTES:
+            raise TraceFormatError(
+                self.source, f"larger than {MAX_WHOLE_BYTES >> 20} MB and not shaped like a Kineto trace, so it "
+                f"would have to be parsed whole", "Write it as {\"traceEvents\": [...], ...} or as a bare list of events")
         if text.lstrip(_WHITESPACE).startswith(_UTF8_BOM):
             text = text.lstrip(_WHITESPACE)[len(_UTF8_BOM):]
         if transform is not None:
@@ -199,7 +212,7 @@ class _Pieces:
             if window.buf[pos : pos + 1] == b"]":
                 self.end = pos + 1
                 return
-            boundary = window.find(_EVENT_BOUNDARY, pos + self.chunk_bytes)
+            boundary = self._boundary(pos, pos + self.chunk_bytes)
             while boundary is not None:
                 piece = window.buf[pos : boundary.start() + 1]
                 document = b"".join((b"[", self._text(piece), b"]"))
@@ -222,7 +235,7 @@ class _Pieces:
                         raise self._error(exc.msg, pos + failed_at - 1, hint) from None
                     # Not an event boundary: retry with a piece twice as long, so a giant
                     # event costs O(n log n) parsing, not O(n^2).
-                    boundary = window.find(_EVENT_BOUNDARY, pos + 2 * len(piece))
+                    boundary = self._boundary(pos, pos + 2 * len(piece))
                     continue
                 yield events
                 break
@@ -230,6 +243,18 @@ class _Pieces:
                 yield from self._last_piece(pos)
                 return
             pos = window.discard_before(boundary.end() - 1)
+
+    def _boundary(self, pos: int, at: int) -> re.Match | None:
+        """The next possible cut at or after ``at``; None at the end of the stream. Raises
+        TraceFormatError when the text from ``pos`` grows past MAX_PIECE_BYTES without one."""
+        limit = pos + MAX_PIECE_BYTES
+        if at >= limit:
+            at = limit  # the last doubling: one more search up to the limit
+        found = self.window.find(_EVENT_BOUNDARY, at, limit=limit)
+        if found is None and not self.window.at_end(limit):
+            raise self._error(f"more than {MAX_PIECE_BYTES >> 20} MB of text without an event boundary (one "
+                              f"event that large is not read)", pos, _BROKEN_HINT)
+        return found
 
     def _last_piece(self, pos: int) -> Iterator[list]:
         piece = self.window.buf[pos:]
@@ -293,28 +318,34 @@ class _Window:
         return len(self.buf)
 
     def skip_whitespace(self, pos: int) -> int | None:
-        """Offset of the first non-space byte at or after ``pos``; None at the end of the stream."""
+        """Offset of the first non-space byte at or after ``pos``; None at the end of the stream.
+        Whitespace read past is dropped from the buffer (a gigabyte of it costs a block)."""
         while True:
             found = _NON_SPACE.search(self.buf, pos)
             if found is not None:
                 return found.start()
-            pos = len(self.buf)
+            pos = self.discard_before(len(self.buf))
             if not self.more():
                 return None
 
-    def find(self, pattern: re.Pattern, pos: int) -> re.Match | None:
+    def find(self, pattern: re.Pattern, pos: int, limit: int | None = None) -> re.Match | None:
         """The next match at or after ``pos``, reading on as needed; None at the end of the
-        stream. Its offsets stay valid until discard_before()."""
+        stream, or when none starts before ``limit`` (then the buffer holds at most ``limit``
+        bytes and a read block more). Its offsets stay valid until discard_before()."""
         while True:
             while len(self.buf) <= pos and self.more():
                 pass
             match = pattern.search(self.buf, min(pos, len(self.buf)))
-            if match is not None:
+            if match is not None and (limit is None or match.start() < limit):
                 return match
             searched = len(self.buf)
-            if not self.more():
+            if (limit is not None and searched >= limit) or not self.more():
                 return None
             pos = max(pos, searched - 64)  # a match may straddle the old end
+
+    def at_end(self, pos: int) -> bool:
+        """Whether the stream ends before ``pos`` (everything up to it is in the buffer)."""
+        return self.eof and len(self.buf) < pos
 
     def discard_before(self, pos: int) -> int:
         """Forget the text before ``pos`` (once enough has piled up); returns where ``pos`` is now."""

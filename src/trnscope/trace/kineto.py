@@ -22,7 +22,7 @@ from .jsonchunks import ChromeSource, NeedsWholeParse
 from .kineto_events import NeedsExactTimestamps, collect_chunk
 from .model import Trace
 from .tables import SCOPE_LETTERS
-from .timeunits import EXACT_FLOAT_US_LIMIT, ns_to_us_text, rewrite_ts_as_ns
+from .timeunits import EXACT_FLOAT_US_LIMIT, ns_to_us_text, rewrite_ts_and_dur_as_ns, rewrite_ts_as_ns
 from .tracks import TrackKind
 
 # A quick look at the first events decides whether to rewrite timestamps before parsing: epoch
@@ -44,13 +44,14 @@ def parse_kineto(data: bytes, source: str = "<trace>") -> Trace:
 
 def _read(source: ChromeSource) -> Trace:
     exact = _needs_exact_timestamps(source.head(_SNIFF_BYTES))
-    whole = False
+    exact_dur = whole = False
     with _cyclic_gc_paused():
         while True:
             try:
-                return _build(source, exact, whole)
-            except NeedsExactTimestamps:
-                exact = True  # start over, rewriting timestamps as text
+                return _build(source, exact, whole, exact_dur)
+            except NeedsExactTimestamps as need:
+                exact = True  # start over, rewriting timestamps (and durations, if they need it) as text
+                exact_dur = exact_dur or need.durations
             except NeedsWholeParse:
                 whole = True
 
@@ -74,13 +75,13 @@ def _needs_exact_timestamps(head: bytes) -> bool:
     return match is not None and float(match.group(1)) >= EXACT_FLOAT_US_LIMIT
 
 
-def _build(source: ChromeSource, exact: bool, whole: bool) -> Trace:
+def _build(source: ChromeSource, exact: bool, whole: bool, exact_dur: bool) -> Trace:
     builder = TraceBuilder(source=source.source)
-    transform = rewrite_ts_as_ns if exact else None
+    transform = rewrite_ts_and_dur_as_ns if exact_dur else rewrite_ts_as_ns if exact else None
     chunks = [source.parse_whole(transform)] if whole else source.chunks(transform=transform)
     count = 0
     for chunk in chunks:
-        collect_chunk(chunk, builder, exact, count)
+        collect_chunk(chunk, builder, exact, count, exact_dur)
         count += len(chunk)
     builder.metadata = source.metadata
     return builder.finish()

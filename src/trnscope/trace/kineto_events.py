@@ -28,9 +28,7 @@ from .timeunits import TIME_LIMIT_US, as_times, float_us_loses_ns, parse_ns_valu
 
 _FLOW_PHASES = {"s": PHASE_START, "t": PHASE_STEP, "f": PHASE_FINISH}
 _TIMED_PHASES = frozenset("XBEiICstf")
-_EVENT_HINT = (
-    "Every timed event needs a numeric 'ts' (microseconds); fix or remove that event, or re-export the trace"
-)
+_EVENT_HINT = "Fix or remove that event, or re-export the trace"
 
 # Phase codes for splitting a chunk: flows are PHASE_* + 1, so code - 1 is the flow phase.
 _SLICE, _OTHER = 0, 4
@@ -40,33 +38,40 @@ _NAME, _CAT, _ARGS, _ID, _BP = (attrgetter(f) for f in ("name", "cat", "args", "
 
 
 class NeedsExactTimestamps(Exception):
-    """Fractional epoch-microsecond timestamps lost their nanoseconds in float parsing."""
+    """Fractional epoch-microsecond timestamps (``durations``: durations) lost their nanoseconds
+    in float parsing."""
+
+    def __init__(self, durations: bool = False) -> None:
+        super().__init__()
+        self.durations = durations
 
 
-def collect_chunk(events: list, builder: TraceBuilder, exact_ts: bool, first_index: int) -> None:
+def collect_chunk(events: list, builder: TraceBuilder, exact_ts: bool, first_index: int,
+                  exact_dur: bool = False) -> None:
     """Add one chunk's events (eventschema.Event objects or dicts) to ``builder``. ``exact_ts``:
-    the text was rewritten so that "ts" holds integer nanoseconds (timeunits.rewrite_ts_as_ns)."""
+    the text was rewritten so that "ts" holds integer nanoseconds (timeunits.rewrite_ts_as_ns);
+    ``exact_dur``: "dur" too (timeunits.rewrite_ts_and_dur_as_ns)."""
     decoded = bool(events) and type(events[0]) is Event
     try:
         if decoded:
-            _collect_decoded(events, builder, exact_ts)
+            _collect_decoded(events, builder, exact_ts, exact_dur)
         else:
-            _collect(events, builder, exact_ts)
+            _collect(events, builder, exact_ts, exact_dur)
     except NeedsExactTimestamps:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         if decoded:
             events = [as_dict(event) for event in events]
-        raise _describe_bad_event(events, builder.source, first_index, exc, exact_ts) from None
+        raise _describe_bad_event(events, builder.source, first_index, exc, exact_ts, exact_dur) from None
 
 
-def _collect_decoded(events: list[Event], b: TraceBuilder, exact_ts: bool) -> None:
+def _collect_decoded(events: list[Event], b: TraceBuilder, exact_ts: bool, exact_dur: bool) -> None:
     count = len(events)
     codes = np.fromiter(map(_PHASE_CODE.get, map(_PH, events), repeat(_OTHER)), dtype=np.int8, count=count)
     if codes.any():
         others = np.flatnonzero(codes == _OTHER)
         if len(others):
-            _collect([as_dict(events[i]) for i in others.tolist()], b, exact_ts)
+            _collect([as_dict(events[i]) for i in others.tolist()], b, exact_ts, exact_dur)
         flow_rows = np.flatnonzero((codes != _SLICE) & (codes != _OTHER))
         if len(flow_rows):
             _collect_flows(_take(events, flow_rows), codes[flow_rows] - 1, b, exact_ts)
@@ -78,7 +83,7 @@ def _collect_decoded(events: list[Event], b: TraceBuilder, exact_ts: bool) -> No
     b.add_slices(
         _track_ids(slices, b),
         _ts_ns(slices, exact_ts),
-        us_to_ns(_us_values(slices, _DUR)),
+        _dur_ns(slices, exact_dur),
         _string_ids(slices, _NAME, b),
         _string_ids(slices, _CAT, b),
         JoinedJSON.of_objects(list(map(_ARGS, slices))),
@@ -115,6 +120,12 @@ def _ts_ns(events, exact_ts: bool) -> np.ndarray:
     if exact_ts:  # integer nanoseconds after the text rewrite: keep them exact
         return parse_ns_values(list(map(_TS, events)))
     return _checked_us_to_ns(_us_values(events, _TS))
+
+
+def _dur_ns(events, exact_dur: bool) -> np.ndarray:
+    if exact_dur:  # rewritten as integer nanoseconds too
+        return parse_ns_values(list(map(_DUR, events)))
+    return _checked_us_to_ns(_us_values(events, _DUR), durations=True)
 
 
 def _us_values(events, field: attrgetter) -> np.ndarray:
@@ -157,7 +168,7 @@ def _string_ids(events, field: attrgetter, b: TraceBuilder) -> np.ndarray:
         return ids()
 
 
-def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
+def _collect(events: list, b: TraceBuilder, exact_ts: bool, exact_dur: bool) -> None:
     x_ts, x_dur, x_track, x_name, x_cat, x_args = [], [], [], [], [], []
     i_ts, i_track, i_name, i_cat, i_scope, i_args = [], [], [], [], [], []
     c_ts, c_track, c_series, c_value = [], [], [], []
@@ -242,7 +253,8 @@ def _collect(events: list, b: TraceBuilder, exact_ts: bool) -> None:
             track_for(event.get("pid"), event.get("tid")), ts_ns, event["ph"],
             event.get("name"), event.get("cat"), args,
         )
-    b.add_slices(x_track, to_ns(x_ts), us_to_ns(x_dur), x_name, x_cat, x_args)
+    dur_ns = parse_ns_values(x_dur) if exact_dur else _checked_us_to_ns(x_dur, durations=True)
+    b.add_slices(x_track, to_ns(x_ts), dur_ns, x_name, x_cat, x_args)
     b.add_instants(i_track, to_ns(i_ts), i_name, i_cat, i_scope, i_args)
     b.add_counter_samples(c_track, c_series, to_ns(c_ts), c_value)
     b.add_flow_events(f_track, to_ns(f_ts), f_phase, _flow_ids(f_id, b), f_name, f_cat, f_next)
@@ -257,10 +269,10 @@ def _flow_ids(ids: list, b: TraceBuilder) -> np.ndarray:
         return np.array([b.flow_id_number(i) for i in ids], dtype=np.int64)
 
 
-def _checked_us_to_ns(values: list) -> np.ndarray:
+def _checked_us_to_ns(values: list, durations: bool = False) -> np.ndarray:
     array = as_times(values)
     if float_us_loses_ns(array):
-        raise NeedsExactTimestamps
+        raise NeedsExactTimestamps(durations)
     return us_to_ns(array)
 
 
@@ -290,18 +302,18 @@ def _int_or_none(value: object) -> int | None:
 
 
 def _describe_bad_event(
-    events: list, source: str | None, first_index: int, exc: Exception, exact_ts: bool
+    events: list, source: str | None, first_index: int, exc: Exception, exact_ts: bool, exact_dur: bool
 ) -> TraceFormatError:
     """Find the first event the fast loop choked on and say what is wrong with it."""
     source = source or "<trace>"
     for offset, event in enumerate(events):
-        problem = _event_problem(event, f"event #{first_index + offset}", exact_ts)
+        problem = _event_problem(event, f"event #{first_index + offset}", exact_ts, exact_dur)
         if problem:
             return TraceFormatError(source, problem, _EVENT_HINT)
     return TraceFormatError(source, f"an event could not be read ({type(exc).__name__}: {exc})", _EVENT_HINT)
 
 
-def _event_problem(event: object, where: str, exact_ts: bool = False) -> str | None:
+def _event_problem(event: object, where: str, exact_ts: bool = False, exact_dur: bool = False) -> str | None:
     if not isinstance(event, dict):
         return f"{where} is a JSON {type(event).__name__}, not an object"
     ph = event.get("ph")
@@ -326,8 +338,12 @@ def _event_problem(event: object, where: str, exact_ts: bool = False) -> str | N
             return f"{label} has '{field}' = {_short(event[field])}: not a string or an integer of at most 64 bits"
     if ph == "X" and not _is_number(event.get("dur", 0)):
         return f"{label} has 'dur' = {_short(event['dur'])}, not a number"
-    if ph == "X" and not abs(event.get("dur", 0)) < TIME_LIMIT_US:
-        return f"{label} has 'dur' = {event['dur']!r} us, outside the +-{TIME_LIMIT_US} us trnscope can hold"
+    if ph == "X":
+        dur = event.get("dur", 0)
+        if exact_dur and type(dur) is int:  # rewritten as nanoseconds
+            dur = dur / 1000
+        if not abs(dur) < TIME_LIMIT_US:
+            return f"{label} has 'dur' = {dur!r} us, outside the +-{TIME_LIMIT_US} us trnscope can hold"
     if ph in _FLOW_PHASES and "id" not in event:
         return f"{label} is a flow event without an 'id'"
     if event.get("args") is not None and not isinstance(event["args"], dict):

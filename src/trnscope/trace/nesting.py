@@ -16,9 +16,20 @@ from __future__ import annotations
 
 import numpy as np
 
+# Drawn levels per track. Deeper slices (9.8M identical events nest 9.8M deep) share the last
+# level, where they may overlap (timeindex.py handles overlapping slices within a level); their
+# parents stay exact. Without a cap, every later pass (levels, layout, drawing) costs per level.
+MAX_DEPTH = 512
+
+
+def capped_depth_count(depth: np.ndarray) -> int:
+    """How many slices sit on the last drawn level (nested MAX_DEPTH - 1 deep or deeper)."""
+    return int(np.count_nonzero(depth >= MAX_DEPTH - 1)) if len(depth) and depth.max() >= MAX_DEPTH - 1 else 0
+
 
 def compute_nesting(ts: np.ndarray, dur: np.ndarray, track_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(depth int32, parent int64 row or -1) for slices sorted by (track, ts, -dur)."""
+    """(depth int32, parent int64 row or -1) for slices sorted by (track, ts, -dur); depth is at
+    most MAX_DEPTH - 1."""
     depth = np.zeros(len(ts), dtype=np.int32)
     parent = np.full(len(ts), -1, dtype=np.int64)
     end = ts + dur
@@ -32,7 +43,7 @@ def compute_nesting(ts: np.ndarray, dur: np.ndarray, track_offsets: np.ndarray) 
             t_depth, t_parent = _stack_walk(t_ts, t_end)
         else:
             t_parent = _parents(t_depth)
-        depth[lo:hi] = t_depth
+        depth[lo:hi] = np.minimum(t_depth, MAX_DEPTH - 1)
         parent[lo:hi] = np.where(t_parent >= 0, t_parent + lo, -1)
     return depth, parent
 
@@ -114,13 +125,13 @@ def _stack_walk(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray
                 owner = candidate
                 break
             k -= 1
-        level = depths[owner] + 1 if owner >= 0 else 0
-        while level < len(level_free_at) and level_free_at[level] > start:
+        level = min(depths[owner] + 1, MAX_DEPTH - 1) if owner >= 0 else 0
+        while level < MAX_DEPTH - 1 and level < len(level_free_at) and level_free_at[level] > start:
             level += 1
         if level == len(level_free_at):
             level_free_at.append(stop)
         else:
-            level_free_at[level] = stop
+            level_free_at[level] = max(level_free_at[level], stop)
         depths[row] = level
         parent[row] = owner
         open_rows.append(row)

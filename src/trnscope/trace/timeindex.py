@@ -106,7 +106,10 @@ class SliceIndex:
         span = t1 - t0
         # Bucket b is [t0 + ceil(b*span/B), t0 + ceil((b+1)*span/B)): the same split that
         # floor((ts - t0) * B / span) makes, so both ways of bucketing in _level_ranges agree.
-        inner_edges = t0 + (np.arange(1, buckets, dtype=np.int64) * span + buckets - 1) // buckets
+        if span * buckets < _INT64_LIMIT:
+            inner_edges = t0 + (np.arange(1, buckets, dtype=np.int64) * span + buckets - 1) // buckets
+        else:  # a window of weeks at thousands of pixels: the products need Python's exact integers
+            inner_edges = np.array([t0 + (k * span + buckets - 1) // buckets for k in range(1, buckets)], np.int64)
         lows, highs, ids, straddlers = [], [], [], []
         for level in self.levels_of(track_ids).tolist():
             level_ranges = self._level_ranges(level, t0, t1, buckets, inner_edges)
@@ -138,7 +141,10 @@ class SliceIndex:
             return none, none, none, straddler
         if stop - start <= buckets:
             # Few slices: bucket each one directly (cost proportional to the slices shown).
-            bucket = (self.ts[start:stop] - t0) * buckets // (t1 - t0)
+            if (t1 - t0) * buckets < _INT64_LIMIT:
+                bucket = (self.ts[start:stop] - t0) * buckets // (t1 - t0)
+            else:  # at most `buckets` values: exact Python integers cost nothing here
+                bucket = np.array([(t - t0) * buckets // (t1 - t0) for t in self.ts[start:stop].tolist()], np.int64)
             cuts = np.flatnonzero(bucket[1:] != bucket[:-1]) + 1
             lows = start + np.concatenate(([0], cuts))
             highs = np.concatenate((lows[1:], [stop]))
@@ -182,6 +188,9 @@ class SliceIndex:
             order = np.lexsort((ids, level_of))
             rows, merged, ids = rows[order], merged[order], ids[order]
         return LodResult(rows, merged, ids)
+
+
+_INT64_LIMIT = 2**63
 
 
 def _expand_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:

@@ -28,20 +28,31 @@ TIME_LIMIT_US = TIME_LIMIT_NS // 1000
 # "ts": 1712195495406752.797 -> "ts": 1712195495406752797 (ns). Values written another way
 # (exponents, more than three decimals) are left alone and stay microseconds; see parse_ns_values.
 _TS_TEXT = re.compile(rb'("ts"\s*:\s*)(-?)(\d+)(?:\.(\d{1,3}))?(?![\d.eE])')
+_TS_DUR_TEXT = re.compile(rb'("(?:ts|dur)"\s*:\s*)(-?)(\d+)(?:\.(\d{1,3}))?(?![\d.eE])')
 _PADDING = {1: b"00", 2: b"0", 3: b""}
 
 
 def _ts_to_ns(match: re.Match) -> bytes:
     key, sign, whole, fraction = match.groups()
-    # The number is rebuilt rather than spliced: "0.5" -> "500" and "0" -> "0" (splicing digits
-    # gave "0500" and "0000", which JSON forbids: leading zeros).
-    ns = int(whole) * 1000 + (int(fraction + _PADDING[len(fraction)]) if fraction else 0)
+    if whole[:1] != b"0":  # the common case: the digits spliced (a callback per event: keep it cheap)
+        return key + sign + whole + (fraction + _PADDING[len(fraction)] if fraction else b"000")
+    if len(whole) > 1:
+        return match.group(0)  # a leading zero is not JSON: left for the parser to report
+    # 0.5 -> 500 and 0 -> 0 (splicing gave 0500 and 0000, leading zeros, which JSON forbids)
+    ns = int(fraction + _PADDING[len(fraction)]) if fraction else 0
     return key + (sign if ns else b"") + str(ns).encode()
 
 
 def rewrite_ts_as_ns(text: bytes) -> bytes:
     """The same JSON with every plain-decimal ``"ts"`` value rewritten as integer nanoseconds."""
     return _TS_TEXT.sub(_ts_to_ns, text)
+
+
+def rewrite_ts_and_dur_as_ns(text: bytes) -> bytes:
+    """:func:`rewrite_ts_as_ns` for ``"dur"`` values too: a duration of 2**42 us or more (a begin
+    event left open runs to the end of an epoch-stamped trace) loses its nanoseconds as a float
+    just as a timestamp does. Only traces that hold one pay for the second key."""
+    return _TS_DUR_TEXT.sub(_ts_to_ns, text)
 
 
 class TimeOutOfRange(ValueError):
@@ -111,7 +122,7 @@ def as_times(values: list | np.ndarray) -> np.ndarray:
 
 def _out_of_range(array: np.ndarray, limit: int) -> object:
     """The first value with |value| >= limit (or NaN), or None."""
-    bad = ~(np.abs(array) < limit)
+    bad = ~((array > -limit) & (array < limit))  # not abs(): abs(-2**63) is still negative in int64
     return array[np.flatnonzero(bad)[0]] if bad.any() else None
 
 
