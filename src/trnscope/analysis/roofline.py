@@ -24,6 +24,7 @@ import numpy as np
 from .device import DeviceSummary
 from .profile import Profile
 from .profile_dir import ProfileFormatError, read_ntff, read_ntff_header
+from .utilization import union_length
 
 MAX_OP_NEFFS = 64
 MEMORY, COMPUTE, NO_FLOPS = "memory", "compute", "no TensorE FLOPs"
@@ -161,18 +162,8 @@ def _op_shares(table: dict[str, np.ndarray]):
     out = []
     for op in sorted(set(names.tolist())):
         mine = names == op
-        out.append((op, _union(start[mine], end[mine]), float(flops[mine].sum()), float(hbm[mine].sum())))
+        out.append((op, float(union_length(start[mine], end[mine])), float(flops[mine].sum()), float(hbm[mine].sum())))
     return out
-
-
-def _union(starts: np.ndarray, ends: np.ndarray) -> float:
-    if not len(starts):
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    gaps = np.maximum(0.0, s[1:] - reach[:-1]).sum()
-    return float(max(0.0, reach[-1] - s[0] - gaps))
 
 
 def _point(r: Roofline, kind: str, name: str, neff_id: str, nc, ops, runs, time_ns, flops, hbm) -> RooflinePoint:
