@@ -11,6 +11,7 @@ import pytest
 # The RMSNorm profile generator lives with the analysis tests; both test folders share it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from rmsnorm_profiles import rmsnorm_profiles, torch_available  # noqa: E402
+from stack_profile import training_step_profile, with_stack_compiled_profile  # noqa: E402
 
 KINETO = Path(__file__).resolve().parents[2].parent / "shared/data/kineto-traces"
 KINETO_COPIES = ("cpu_only", "critical_path_alexnet", "critical_path_cuda_event_sync", "timeline_analysis")
@@ -36,6 +37,12 @@ def explorer_root(tmp_path_factory, rmsnorm) -> Path:
     for variant in ("naive", "fused"):
         profile = rmsnorm[variant]
         shutil.copytree(profile, root / "rmsnorm" / variant / profile.parent.name / profile.name)
+    # matmuls (nn.Linear forward, backward, SGD): NEFFs with TensorE FLOPs, for the roofline
+    train = training_step_profile(shared_tmp(tmp_path_factory))
+    shutil.copytree(train, root / "train" / train.parent.name / train.name)
+    # torch.compile under a profiler schedule: ProfilerStep#1..3, for the per-step overview
+    steps = with_stack_compiled_profile(shared_tmp(tmp_path_factory))
+    shutil.copytree(steps, root / "steps" / steps.parent.name / steps.name)
     traces = root / "traces"
     traces.mkdir()
     if KINETO.is_dir():

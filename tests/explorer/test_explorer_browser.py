@@ -98,6 +98,8 @@ def ids(server):
     return {
         "naive": entry_by(listing, relpath=lambda p: p.startswith("rmsnorm/naive"))["id"],
         "fused": entry_by(listing, relpath=lambda p: p.startswith("rmsnorm/fused"))["id"],
+        "train": entry_by(listing, relpath=lambda p: p.startswith("train/"))["id"],
+        "steps": entry_by(listing, relpath=lambda p: p.startswith("steps/"))["id"],
         "alexnet": entry_by(listing, relpath=lambda p: "critical_path_alexnet" in p)["id"],
         "cpu_only": entry_by(listing, relpath=lambda p: "cpu_only" in p)["id"],
         "truncated": entry_by(listing, relpath=lambda p: "truncated" in p)["id"],

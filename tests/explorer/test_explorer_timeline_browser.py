@@ -209,3 +209,43 @@ def test_sql_page_runs_a_query_and_opens_a_row(page, ids, monkeypatch):
     page.locator("button.sql-run").click()
     page.wait_for_selector("pre.sql-error")
     assert "read-only" in page.locator("pre.sql-error").inner_text()
+
+
+def test_roofline_chart_points_open_their_device_trace(page, ids):
+    open_hash(page, f"#/p/{ids['train']}/summary")
+    page.wait_for_selector("svg.roofline-svg circle.point")
+    chart = page.locator("section.roofline-section")
+    chart.scroll_into_view_if_needed()
+    names = chart.locator("circle.point").evaluate_all("(cs) => cs.map((c) => c.dataset.name)")
+    assert any(n.startswith("addmm") for n in names) and any(n.startswith("add.Tensor") for n in names)
+    assert "compute" in chart.inner_text() or chart.locator("text.roof-label").count() == 2
+    page.wait_for_timeout(150)
+    shot(page, "28-roofline")
+    chart.locator("button[data-kind='op']").click()
+    ops = chart.locator("circle.point").evaluate_all("(cs) => cs.map((c) => c.dataset.name)")
+    assert "aten::addmm" in ops
+    addmm = chart.locator("circle.point[data-name='aten::addmm']")
+    addmm.dispatch_event("click")
+    page.wait_for_selector("body[data-page='device']")
+    wait_timeline(page)
+    assert page.locator(".device-title h1").inner_text().startswith("addmm")
+
+
+def test_step_overview_bars_open_their_step(page, ids):
+    open_hash(page, f"#/p/{ids['steps']}/summary")
+    page.wait_for_selector("svg.steps-svg g.step-bar")
+    bars = page.locator("svg.steps-svg g.step-bar")
+    assert bars.evaluate_all("(gs) => gs.map((g) => g.dataset.step)") == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    # each column is busy + host + launch + idle stacked to its step's height
+    heights = bars.first.evaluate("(g) => [...g.querySelectorAll('rect:not(.step-hit)')].map((r) => +r.getAttribute('height'))")
+    assert len(heights) >= 2 and all(h > 0 for h in heights)
+    page.locator("section.steps-section").scroll_into_view_if_needed()
+    page.wait_for_timeout(150)
+    shot(page, "29-step-overview")
+    bars.nth(1).dispatch_event("click")
+    page.wait_for_selector("body[data-page='system']")
+    wait_timeline(page)
+    page.wait_for_selector(".details h3:text('ProfilerStep#2')")
+    step = page.evaluate(f"() => {TL}.selected")
+    t0, t1 = page.evaluate(f"() => [{TL}.t0, {TL}.t1]")
+    assert t0 <= step["ts"] and step["ts"] + step["dur"] <= t1

@@ -12,6 +12,8 @@ from .gaps import IdleAnalysis, idle_gaps
 from .lanes import Role, activity_extent, lane_infos
 from .limiter import KernelLimit, kernel_limits
 from .memory import MemoryTimeline, memory_timeline
+from .roofline import Roofline, roofline
+from .steps import Step, step_overview
 from .ops import OpTable, op_table
 from .profile import NEURON, Profile
 from .recommend import Inputs, Recommendation, recommend
@@ -48,6 +50,17 @@ class ProfileAnalysis:
         if self.device_kind.kind != NEURON_DEVICE:
             return []
         return kernel_limits(self.device, self.profile)
+
+    @cached_property
+    def steps(self) -> list[Step]:
+        """Per profiler step: device busy, waiting for host dispatch, launch latency, idle."""
+        return step_overview(self.profile.trace)
+
+    @cached_property
+    def roofline(self) -> Roofline:
+        """Per NEFF and per op: arithmetic intensity against attained FLOP/s under the target's
+        roofs (Neuron profiles with NTFFs; reads the costliest NEFFs' instruction tables)."""
+        return roofline(self.profile, self.device)
 
     @cached_property
     def memory(self) -> MemoryTimeline:
@@ -107,6 +120,7 @@ class ProfileAnalysis:
             "idle": self.idle.to_dict(),
             "kernel_limits": [k.to_dict() for k in self.kernel_limits],
             "memory": self.memory.to_dict(),
+            "steps": [st.to_dict() for st in self.steps],
             "recommendations": [r.to_dict() for r in self.recommendations],
             "warnings": self.warnings(),
         }

@@ -116,6 +116,7 @@ class SummaryCommand:
                 data["path"] = str(path)
                 data["complete"] = a.profile.files.complete if a.profile.files is not None else True
                 data["ops"] = [vars(o) for o in a.ops.ops[: args.top]]
+                data["roofline"] = a.roofline.to_dict()
                 out.append(data)
             _write_json(out if searched else out[0])
             return 1 if failed else 0
@@ -170,6 +171,10 @@ def _print_summary(console: Console, name: str, a, top: int, wide: bool) -> None
     _print_ops(console, a, top, wide)
     if a.kernel_limits:
         _print_limits(console, a, wide)
+    if a.steps:
+        _print_steps(console, a, wide)
+    if a.roofline.neffs:
+        _print_roofline(console, a, top, wide)
     if idle.largest:
         _print_gaps(console, a, wide)
     _print_recommendations(console, a)
@@ -231,6 +236,35 @@ def _print_limits(console: Console, a, wide: bool) -> None:
     _grid(console, "Costliest NEFFs: roofline position and limiter",
           [("op (NEFF)", "left"), ("device time", "right"), ("MFU", "right"), ("MBU", "right"), ("roofline", "left"),
            ("limiter", "left")], rows, wide)
+
+
+def _print_steps(console: Console, a, wide: bool, shown: int = 20) -> None:
+    rows = []
+    for st in a.steps[:shown]:
+        share = lambda ns: percent(ns / st.dur_ns if st.dur_ns else 0, 0)  # noqa: E731
+        rows.append([st.name, duration(st.dur_ns), count(st.executions), f"{duration(st.busy_ns)} ({share(st.busy_ns)})",
+                     f"{duration(st.host_dispatch_ns)} ({share(st.host_dispatch_ns)})",
+                     f"{duration(st.launch_ns)} ({share(st.launch_ns)})", f"{duration(st.idle_ns)} ({share(st.idle_ns)})"])
+    more = f" (first {shown} of {len(a.steps)})" if len(a.steps) > shown else ""
+    _grid(console, f"Per-step overview{more}", [("step", "left"), ("duration", "right"), ("executions", "right"),
+          ("device busy", "right"), ("host dispatch", "right"), ("launch", "right"), ("idle", "right")], rows, wide)
+
+
+def _print_roofline(console: Console, a, top: int, wide: bool) -> None:
+    r = a.roofline
+    title = (f"Roofline ({r.target or 'target unknown'}: peak {r.peak_flops_per_s / 1e12:.1f} TFLOP/s, HBM "
+             f"{r.hbm_bytes_per_s / 1e9:.0f} GB/s per NeuronCore, ridge {r.ridge:.0f} FLOP/B)")
+    columns = [("NEFF / op", "left"), ("calls", "right"), ("time", "right"), ("FLOP/B", "right"),
+               ("attained", "right"), ("of roof", "right"), ("HBM", "right"), ("bound", "left")]
+    for label, points in (("per NEFF", r.neffs), ("per op", r.ops)):
+        rows = []
+        for p in points[:top]:
+            flops = p.flops > 0
+            rows.append([p.name, count(p.executions), duration(p.time_ns), f"{p.intensity:.1f}" if flops else "-",
+                         f"{p.flops_per_s / 1e12:.2f} TFLOP/s" if flops else "-",
+                         percent(p.of_roof, 1) if p.of_roof is not None else "-",
+                         f"{p.bytes_per_s / 1e9:.0f} GB/s ({percent(p.bandwidth_share, 0)})", p.bound])
+        _grid(console, f"{title}, {label}" if label == "per NEFF" else f"Roofline, {label}", columns, rows, wide)
 
 
 def _print_gaps(console: Console, a, wide: bool, shown: int = 5) -> None:

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "export": ("analysis_cmds", "ExportCommand",
                "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)"),
     "inspect": ("inspect_cmd", "InspectCommand", "show a NEFF's header, tensors, instruction mix and simulated time"),
+    "retime": ("retime_cmd", "RetimeCommand",
+               "re-time a profile for another target (trn1, trn2, a changed spec): each NEFF lowered and simulated again"),
     "query": ("query_cmd", "QueryCommand", "run SQL (DuckDB, read-only) over a profile's tables: slices, ops, executions, ..."),
 }
 

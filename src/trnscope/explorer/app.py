@@ -221,6 +221,7 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         Route("/ops", session_endpoint(lambda s, r: payloads.ops(s))),
         Route("/execution/{seq:int}", session_endpoint(execution)),
         Route("/notes", notes_endpoint, methods=["GET", "PUT"]),
+        Route("/roofline", session_endpoint(lambda s, r: s.analysis.roofline.to_dict())),
         Route("/query", session_endpoint(query)),
         Route("/query/tables", session_endpoint(query_tables)),
     ]

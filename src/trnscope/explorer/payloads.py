@@ -48,6 +48,8 @@ def summary(session: Session) -> dict:
         gap["before"] = view.slice_summary(gap["before_row"])["name"]
         gap["after"] = short_kernel_name(view.slice_summary(gap["after_row"])["name"])
         gap["after_op"] = _op_of(view, gap["after_launcher_row"])
+    for step in out["steps"]:
+        step["ts"] = step.pop("start_ns") - view.origin
     out["manifest"] = session.entry.manifest
     return out
 

@@ -203,6 +203,15 @@ class NeuronProfiler:
                 self._add_file(p, "ntff", files, neff_id=str(neff_id), vnc=nc, truncated=truncated,
                                instructions=keep)
                 out[(neff_id, nc)] = name
+        # what re-lowering each NEFF for another target needs (`trnscope retime`): its OpCall, or
+        # null for a NEFF that has none (a compiled graph's)
+        from ..compiler import recipe
+
+        recipes = {str(neff_id): recipe.recipe_of(neff_id) for neff_id in by_neff}
+        if recipes:
+            path = out_dir / "recipes.json"
+            write_json_atomic(path, recipes)
+            self._add_file(path, "recipes", files)
         for nc, dropped in capped.items():
             msg = (f"NeuronCore {nc}: {dropped} instruction event(s) beyond max_events_per_nc="
                    f"{cfg.max_events_per_nc} were not written; the NTFFs concerned say truncated=true. "

@@ -436,21 +436,26 @@ def lower(call, spec) -> Lowered:
     from ..compiler.lowering import cached, compile_call, remember
     from . import compile_watch
 
+    from ..compiler import recipe
+
     abstract, key, program = cached(call, spec)
     if program is not None:
         metrics.count("CompilationCache.InMemoryHits")
+        recipe.note(program.neff_id, abstract)
         return Lowered(program, 0, _timelines.get((program.content_hash, key[1])), "memory", None)
     metrics.count("CompilationCache.InMemoryMisses")
     hit = get().load(key, spec)
     if hit is not None:
         program, timeline = hit
         remember(key, program)
+        recipe.note(program.neff_id, abstract)
         if timeline is not None:
             if len(_timelines) >= TIMELINES_KEPT:
                 _timelines.pop(next(iter(_timelines)))
             _timelines[(program.content_hash, key[1])] = timeline
         return Lowered(program, 0, timeline, "disk", None if timeline is not None else key)
     program, ns = compile_call(abstract, spec, key)
+    recipe.note(program.neff_id, abstract)  # what `trnscope retime` lowers again for another target
     metrics.count("Compilation.NeffsCompiled")
     metrics.sample("CompilationTime", ns)
     compile_watch.compiled(abstract)

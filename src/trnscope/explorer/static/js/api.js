@@ -113,6 +113,7 @@ export const api = {
     };
   },
   notes: (id) => getJSON(`/api/entries/${enc(id)}/notes`),
+  roofline: (id) => getJSON(`/api/entries/${enc(id)}/roofline`),
   query: (id, sql) => getJSON(`/api/entries/${enc(id)}/query?sql=${enc(sql)}`),
   queryTables: (id) => getJSON(`/api/entries/${enc(id)}/query/tables`),
   saveNotes: (id, doc) => sendJSON(`/api/entries/${enc(id)}/notes`, doc, "PUT"),

@@ -3,6 +3,8 @@
 
 import { api } from "../api.js";
 import { el, fmtBytes, fmtCount, fmtPct, fmtPercentValue, fmtTime, fill } from "../format.js";
+import { rooflineChart } from "../widgets/roofline.js";
+import { stepOverview } from "../widgets/steps.js";
 import { DataTable } from "../widgets/table.js";
 import { deviceHash, errorPanel, go, loading, systemHash } from "./common.js";
 
@@ -106,6 +108,15 @@ export async function summaryView(main, { id }) {
     rows: d.neffs, sortKey: "device_time_ns", className: "neff-table",
   });
 
+  // the roofline reads the NEFFs' instruction tables: asked for once the page is up
+  const roofline = neuron && d.neffs.length ? el("section.roofline-section", {}, el("h2", {}, "Roofline"), loading("Reading the NTFFs…")) : null;
+  if (roofline) {
+    api.roofline(id).then((r) => {
+      const body = r.neffs.length ? rooflineChart(r, { onOpen: (p) => go(deviceHash(id, { neff_id: p.neff_id, nc: p.nc ?? 0 })) })
+        : el("p.muted", {}, "No NTFF summaries to place.");
+      roofline.replaceChildren(el("h2", {}, "Roofline"), body, ...(r.problems || []).map((p) => el("p.warning", {}, p)));
+    }, (err) => roofline.replaceChildren(el("h2", {}, "Roofline"), errorPanel(err, { title: "No roofline" })));
+  }
   const warnings = s.warnings.length ? el("ul.warnings", {}, s.warnings.map((w) => el("li", {}, w))) : null;
   fill(main, 
     el("div.page-head", {}, el("div", {}, el("h1", {}, "Summary"),
@@ -115,8 +126,11 @@ export async function summaryView(main, { id }) {
     el("section", {}, el("h2", {}, "Performance insights & recommendations"), recs),
     el("section", {}, el("h2", {}, "Key metrics"), metrics),
     el("section", {}, el("h2", {}, "Where the profile's time went"), breakdown),
+    s.steps && s.steps.length ? el("section.steps-section", {}, el("h2", {}, "Per-step overview"),
+      stepOverview(s.steps, { onOpen: (st) => go(systemHash(id, { ts: st.ts, dur: st.dur_ns, row: st.row })) })) : null,
     use ? el("section", {}, el("h2", {}, "Device use per device and stream"), use) : null,
     limits ? el("section", {}, el("h2", {}, "Costliest NEFFs: roofline position and limiter"), limits) : null,
+    roofline,
     memory ? el("section", {}, el("h2", {}, "Memory over time"), memory) : null,
     el("section", {}, el("h2", {}, "Engine activity (share of device time)"), engines),
     el("section", {}, el("h2", {}, "Largest idle gaps between device executions"),

@@ -1,0 +1,265 @@
+"""What-if re-timing: the same recorded run on another target (``trnscope retime``).
+
+A profile holds what re-lowering needs: every executed NEFF, and beside them (``recipes.json``)
+the OpCall each eager NEFF was lowered from (``compiler.recipe``). Re-timing a profile for a target:
+
+1. each NEFF with a recipe is lowered again for the new spec (tiling and instruction choice depend on
+   the target) and simulated on it; a NEFF without one (a compiled graph's) is simulated as recorded
+   on the new spec, and the output says which;
+2. the device timeline is rebuilt against the recorded host intervals: on each NeuronCore, in the
+   recorded order, an execution starts at max(its ``nrt_execute`` submit + the new target's launch
+   latency, the end of the execution before it); host-to-device copies keep their durations and
+   move only when the queue before them ends later. The host's own intervals are kept as recorded
+   (a host that waited on the device would have waited a different time: that is not re-derived);
+3. a new profile directory is written: the NTFFs and NEFFs of the new target under the recorded
+   file names (so every link in the traces still holds; each NTFF header says ``retimed_from``),
+   trace.json and system_trace.json with the moved device slices and flows, and a manifest that
+   names the target, the overrides and what was re-lowered.
+
+``--set field=value`` changes the target's spec first (``value`` a number, or ``Nx`` to scale the
+field), e.g. ``hbm_bytes_per_s_per_core=2x``; ``hbm_bandwidth`` is accepted for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+RECIPES_FILE = "recipes.json"
+ALIASES = {"hbm_bandwidth": "hbm_bytes_per_s_per_core", "dma_bandwidth": "dma_bytes_per_ns_per_engine",
+           "launch_latency": "neff_launch_latency_ns"}
+
+
+class RetimeError(ValueError):
+    """A profile or option retime cannot use (the message says which and what to do)."""
+
+
+@dataclass
+class RetimeResult:
+    out: Path
+    target: str
+    relowered: list[str] = field(default_factory=list)  # NEFF ids lowered again from their recipe
+    resimulated: list[str] = field(default_factory=list)  # NEFF ids without a recipe: re-simulated as recorded
+    executions: int = 0
+    device_time_before_ns: float = 0.0
+    device_time_after_ns: float = 0.0
+
+
+def target_spec(instance: str, lnc: int | None = None, overrides: list[str] | None = None):
+    """The spec to re-time for: ``instance`` with ``overrides`` (``field=value`` / ``field=2x``)."""
+    from ..hw import UnknownInstanceError, resolve
+
+    try:
+        spec = resolve(instance)
+    except UnknownInstanceError as exc:
+        raise RetimeError(str(exc)) from None
+    if lnc is not None:
+        supported = getattr(spec, "supported_lnc", None)
+        if supported is None:
+            if lnc != 1:
+                raise RetimeError(f"--lnc {lnc}: this build's hardware model has one logical NeuronCore per physical "
+                                  f"core (LNC=1, hw/targets.py) and cannot re-time for LNC={lnc}; use --lnc 1 or leave "
+                                  f"it out")
+        elif lnc not in supported:
+            raise RetimeError(f"--lnc {lnc}: {spec.name} supports LNC {', '.join(map(str, supported))}")
+        else:
+            spec = spec.with_lnc(lnc)  # the hardware layer's own way to build that spec
+    fields = {f.name: f for f in dataclasses.fields(spec)}
+    changes = {}
+    for item in overrides or []:
+        name, sep, value = item.partition("=")
+        name = ALIASES.get(name.strip(), name.strip())
+        if not sep or name not in fields:
+            known = ", ".join(sorted(n for n, f in fields.items() if f.type in ("int", "float", int, float)))
+            raise RetimeError(f"--set {item!r}: give field=value with a spec field ({known}; or hbm_bandwidth)")
+        current = getattr(spec, name)
+        if isinstance(current, bool) or not isinstance(current, (int, float)):
+            raise RetimeError(f"--set {name}: only numeric fields can be set (it is {current!r})")
+        value = value.strip()
+        try:
+            number = current * float(value[:-1]) if value.lower().endswith("x") else float(value)
+        except ValueError:
+            raise RetimeError(f"--set {item!r}: the value must be a number or a factor such as 2x") from None
+        if number <= 0:
+            raise RetimeError(f"--set {item!r}: the value must be positive")
+        changes[name] = type(current)(number) if isinstance(current, int) else number
+    return spec.replace(**changes) if changes else spec
+
+
+def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> RetimeResult:
+    from ..compiler import recipe as recipes
+    from ..compiler.lowering import NoLowering, lower
+    from ..isa import neff as neff_format
+    from ..sim import simulate
+    from . import ntff
+    from .framework_trace import write_json_atomic
+
+    src, out = Path(src), Path(out)
+    manifest_path = src / "manifest.json"
+    if not manifest_path.is_file() or not (src / "trace.json").is_file():
+        raise RetimeError(f"{src}: not a trnscope profile directory (no manifest.json / trace.json); pass the folder "
+                          f"NeuronProfiler wrote (<out>/<host>_pid_<pid>/<timestamp>)")
+    if out.exists():
+        raise RetimeError(f"{out} exists; give a new directory for the re-timed profile")
+    manifest = orjson.loads(manifest_path.read_bytes())
+    shutil.copytree(src, out)
+    stored = orjson.loads((src / RECIPES_FILE).read_bytes()) if (src / RECIPES_FILE).is_file() else {}
+    result = RetimeResult(out=out, target=spec.name)
+
+    # 1. every NEFF again for the new target
+    from ..analysis.profile_dir import read_ntff_header
+
+    new_time: dict[str, float] = {}
+    new_summary: dict[str, dict] = {}
+    for neff_path in sorted(src.glob("neff_*.neff")):
+        neff_id = neff_path.stem[len("neff_"):]
+        doc = stored.get(neff_id)
+        program = None
+        if doc is not None:
+            try:
+                program = lower(recipes.decode(doc), spec)
+                result.relowered.append(neff_id)
+            except (recipes.NoRecipe, NoLowering):
+                program = None
+        if program is None:
+            program = neff_format.load(neff_path)
+            result.resimulated.append(neff_id)
+        timeline = simulate(program, spec)
+        new_time[neff_id] = float(timeline.total_ns)
+        new_summary[neff_id] = timeline.summary
+        neff_format.save(program, out / neff_path.name)
+        for ntff_path in sorted(src.glob(f"{neff_id}_instid_*_vnc_*.ntff")):
+            header = {k: v for k, v in read_ntff_header(ntff_path).items() if k not in ("tables", "format", "version", "memory")}
+            header.update(target=spec.name, neuroncore=spec.neuroncore, summary=timeline.summary,
+                          instruction_count=int(timeline.summary.get("instruction_count", len(program.instructions))),
+                          instructions_written=int(timeline.summary.get("instruction_count", len(program.instructions))),
+                          truncated=False, retimed_from={"target": header.get("target"), "neff_id": neff_id})
+            ntff.write_ntff(out / ntff_path.name, header, timeline)
+
+    # 2. the device timeline against the recorded host intervals
+    system_doc = orjson.loads((src / "system_trace.json").read_bytes()) if (src / "system_trace.json").is_file() else None
+    trace_doc = orjson.loads((src / "trace.json").read_bytes())
+    moved = _schedule(system_doc, trace_doc, new_time, spec, result)
+    _apply(system_doc, trace_doc, moved, new_summary)
+    write_json_atomic(out / "trace.json", trace_doc)
+    if system_doc is not None:
+        write_json_atomic(out / "system_trace.json", system_doc)
+
+    # 3. the manifest says what this is
+    window = manifest.setdefault("window", {})
+    before = {k: window.get(k) for k in ("target", "instance", "neuroncore")}
+    window.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore)
+    manifest["retimed"] = {"from": str(src), "recorded": before, "target": spec.name, "overrides": list(overrides or []),
+                           "relowered": result.relowered, "resimulated": result.resimulated,
+                           "host_intervals": "as recorded"}
+    if result.resimulated:
+        manifest.setdefault("warnings", []).append(
+            f"{len(result.resimulated)} NEFF(s) had no recipe (compiled graphs, or recorded before recipes) and were "
+            f"re-simulated as recorded on {spec.name}, not lowered again for it")
+    files = []
+    for entry in manifest.get("files", []):
+        path = out / entry["path"]
+        if path.is_file():
+            data = path.read_bytes()
+            entry = {**entry, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        files.append(entry)
+    manifest["files"] = files
+    write_json_atomic(out / "manifest.json", manifest)
+    return result
+
+
+@dataclass
+class _Moved:
+    seq: int
+    ts_us: float
+    dur_us: float
+    queue_wait_ns: int  # waited behind earlier work after it could have started
+
+
+def _schedule(system_doc, trace_doc, new_time: dict[str, float], spec, result: RetimeResult) -> dict[int, _Moved]:
+    """New (start, duration) per execution seq, per NeuronCore in recorded order."""
+    events = (system_doc or trace_doc)["traceEvents"]
+    submits: dict[int, float] = {}
+    runs: list[tuple[float, int, int, str | None, float]] = []  # (recorded start, nc, seq, neff_id, dur)
+    launch_us = float(spec.neff_launch_latency_ns) / 1000.0
+    if system_doc is not None:
+        for e in events:
+            args = e.get("args") or {}
+            if e.get("ph") != "X" or "seq" not in args:
+                continue
+            if e.get("name") == "nrt_execute":
+                submits[int(args["seq"])] = float(e["ts"]) + float(e.get("dur", 0))
+            elif e.get("name") == "nc_exec_running" or e.get("cat") == "dma":
+                runs.append((float(e["ts"]), int(args.get("nc", 0)), int(args["seq"]),
+                             str(args["neff_id"]) if "neff_id" in args else None, float(e.get("dur", 0))))
+    else:  # a framework trace only: its device-stream slices and their launches
+        for e in events:
+            args = e.get("args") or {}
+            if e.get("ph") != "X" or "correlation" not in args:
+                continue
+            if e.get("name") == "nrt_execute":
+                submits[int(args["correlation"])] = float(e["ts"]) + float(e.get("dur", 0))
+            elif e.get("cat") == "privateuse1_driver":
+                runs.append((float(e["ts"]), int(args.get("device", 0)), int(args["correlation"]),
+                             str(args["neff_id"]) if "neff_id" in args else None, float(e.get("dur", 0))))
+    free: dict[int, float] = {}
+    moved: dict[int, _Moved] = {}
+    for start, nc, seq, neff_id, dur in sorted(runs):
+        if neff_id is not None and neff_id in new_time and seq in submits:
+            ready = submits[seq] + launch_us
+            new_dur = new_time[neff_id] / 1000.0
+            result.executions += 1
+            result.device_time_before_ns += dur * 1000
+            result.device_time_after_ns += new_time[neff_id]
+        else:  # a copy (or an execution whose NEFF is not in the profile): its recorded length
+            ready, new_dur = start, dur
+        begin = max(ready, free.get(nc, float("-inf")))
+        free[nc] = begin + new_dur
+        moved[seq] = _Moved(seq, round(begin, 3), round(new_dur, 3), int(round((begin - ready) * 1000)))
+    return moved
+
+
+def _apply(system_doc, trace_doc, moved: dict[int, _Moved], summaries: dict[str, dict]) -> None:
+    """Move the device slices and the flows arriving at them."""
+    def update(e, key: str, arrivals: dict[tuple[str, int], float]):
+        args = e.get("args") or {}
+        m = moved.get(int(args[key])) if key in args else None
+        if m is None:
+            return
+        e["ts"], e["dur"] = m.ts_us, m.dur_us
+        neff_id = str(args.get("neff_id")) if "neff_id" in args else None
+        if neff_id in summaries:
+            s = summaries[neff_id]
+            args["device_time_ns"] = int(round(m.dur_us * 1000))
+            for name in ("mfu_estimated_percent", "mbu_estimated_percent"):
+                if name in args:
+                    args[name] = round(float(s.get(name) or 0.0), 4)
+            if "bottleneck" in args:
+                args["bottleneck"] = s.get("bottleneck", args["bottleneck"])
+            if "queue_wait_ns" in args:
+                args["queue_wait_ns"] = m.queue_wait_ns
+        if "flow_in" in args:
+            arrivals[("flow", int(args["flow_in"]))] = m.ts_us
+        if key == "correlation":
+            arrivals[("ac2g", int(args["correlation"]))] = m.ts_us
+
+    for doc, key, device in ((system_doc, "seq", lambda e: e.get("name") == "nc_exec_running" or e.get("cat") == "dma"),
+                             (trace_doc, "correlation", lambda e: e.get("cat") == "privateuse1_driver")):
+        if doc is None:
+            continue
+        arrivals: dict[tuple[str, int], float] = {}
+        events = doc["traceEvents"]
+        for e in events:
+            if e.get("ph") == "X" and device(e):
+                update(e, key, arrivals)
+        for e in events:
+            if e.get("ph") == "f" and "id" in e:
+                kind = "ac2g" if e.get("cat") == "ac2g" else "flow"
+                ts = arrivals.get((kind, int(e["id"])))
+                if ts is not None:
+                    e["ts"] = ts

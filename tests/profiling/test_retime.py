@@ -1,0 +1,126 @@
+"""`trnscope retime`: a trn2 profile re-timed for trn1 has the device times of a real trn1 run of
+the same script (each NEFF lowered again from its recorded recipe, simulated on trn1, and the
+device timeline rebuilt against the recorded host intervals)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from trnscope.cli.main import main
+from trnscope.compiler import recipe
+from trnscope.compiler.lowering import OpCall
+from trnscope.compiler.meta import TensorMeta
+from trnscope.compiler.scalars import RuntimeScalar
+from trnscope.profiling.retime import RetimeError, target_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+from stack_profile import _recorded  # noqa: E402  (records a script's profile once, in a subprocess)
+
+SCRIPT = r'''
+import sys, torch
+import trnscope
+from torch.profiler import profile, ProfilerActivity
+from trnscope.profiling import NeuronConfig, ProfileMode, NeuronProfiler
+
+torch.manual_seed(0)
+x = torch.randn(256, 512).to("neuron")
+w = torch.randn(512, 384).to("neuron")
+g = torch.randn(512).to("neuron")
+
+def work():
+    h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g
+    y = torch.nn.functional.gelu(h @ w)
+    return (y * 0.5).sum()
+
+for _ in range(2):
+    work()
+torch.neuron.synchronize()
+cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=sys.argv[1])
+exporter = NeuronProfiler(cfg)
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
+             on_trace_ready=exporter.export_trace):
+    for _ in range(2):
+        work()
+    torch.neuron.synchronize()
+print("PROFILE " + str(exporter.last_export))
+'''
+
+
+def _record(root: Path, instance: str) -> Path:
+    """The script's profile recorded on ``instance`` in a subprocess (modelled host time)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TRNSCOPE_INSTANCE", instance)
+        env.setenv("TRNSCOPE_HOST_TIME", "modelled")
+        return _recorded(root / instance, SCRIPT)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("retime")
+    return {instance: _record(root, instance) for instance in ("trn2", "trn1")}, root
+
+
+def _device(profile: Path) -> list[tuple[str, float, float]]:
+    """(NEFF name, start from the first launch, duration) of every device execution, in order (us)."""
+    events = json.loads((profile / "system_trace.json").read_text())["traceEvents"]
+    first = min(e["ts"] for e in events if e.get("name") == "nrt_execute")
+    runs = sorted((e["args"]["seq"], e) for e in events if e.get("ph") == "X" and e.get("name") == "nc_exec_running")
+    return [(e["args"]["neff_name"], round(e["ts"] - first, 3), e["dur"]) for _, e in runs]
+
+
+def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
+    profiles, root = recorded
+    out = root / "retimed-trn1"
+    buffer = io.StringIO()
+    code = main(["retime", str(profiles["trn2"]), "--instance", "trn1", "-o", str(out)],
+                console=Console(file=buffer, width=160, color_system=None))
+    assert code == 0, buffer.getvalue()
+    assert "re-simulated as recorded" in buffer.getvalue()
+    retimed, real, before = _device(out), _device(profiles["trn1"]), _device(profiles["trn2"])
+    assert len(retimed) == len(real) == len(before) > 6
+    # the device times of the real trn1 run, execution by execution (the 256x512x384 matmul and
+    # the element-wise kernels are lowered for trn1 again, not only re-simulated)
+    assert [(n, d) for n, _, d in retimed] == [(n, d) for n, _, d in real]
+    assert [t for _, t, _ in retimed] == pytest.approx([t for _, t, _ in real], abs=0.002)
+    assert [d for _, _, d in retimed] != [d for _, _, d in before]  # trn1 is not trn2
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["window"]["target"] == "trn1" and manifest["retimed"]["recorded"]["target"] == "trn2"
+    assert manifest["retimed"]["relowered"] and not manifest["retimed"]["resimulated"]
+    # it is a profile like any other: summary, the explorer's loader and diff read it
+    from trnscope.analysis import ProfileAnalysis, load_profile
+    from trnscope.profiling.export import verify_profile
+
+    assert verify_profile(out) == []
+    a = ProfileAnalysis(load_profile(out))
+    b = ProfileAnalysis(load_profile(profiles["trn1"]))
+    assert a.device.device_time_ns == b.device.device_time_ns and a.device.target == "trn1"
+    assert main(["diff", str(profiles["trn2"]), str(out)], console=Console(file=io.StringIO(), width=160)) == 0
+
+
+def test_overrides_and_bad_options():
+    spec = target_spec("trn2", overrides=["hbm_bandwidth=2x"])
+    assert spec.hbm_bytes_per_s_per_core == 2 * target_spec("trn2").hbm_bytes_per_s_per_core
+    assert target_spec("trn1", overrides=["neff_launch_latency_ns=1000"]).neff_launch_latency_ns == 1000
+    for bad, problem in ((["nope=2"], "spec field"), (["hbm_bandwidth=fast"], "number or a factor"),
+                         (["hbm_bandwidth=-1"], "positive")):
+        with pytest.raises(RetimeError, match=problem):
+            target_spec("trn2", overrides=bad)
+    with pytest.raises(RetimeError, match="LNC"):
+        target_spec("trn2", lnc=2)
+    with pytest.raises(RetimeError, match="unknown Trainium instance"):
+        target_spec("trn9")
+
+
+def test_recipes_round_trip():
+    meta = TensorMeta.contiguous((4, 8), "float32")
+    call = OpCall("aten::add.Tensor", (meta, TensorMeta((8,), (1,), meta.dtype, 3)), (meta,),
+                  (("alpha", RuntimeScalar("alpha", "float", 1)), ("dims", (0, -1)), ("eps", float("inf")), ("flag", None)))
+    assert recipe.decode(json.loads(json.dumps(recipe.encode(call)))) == call
+    with pytest.raises(recipe.NoRecipe):
+        recipe.encode(OpCall("x", (), (), (("f", object()),)))
