@@ -89,20 +89,22 @@ def add_to_document(view, doc: dict, device_pid) -> None:
                        "cat": "ac2g", "name": "ac2g"})
         events.append({"ph": "f", "id": corr, "pid": pid, "tid": COLLECTIVE_STREAM, "ts": ts_dev, "cat": "ac2g",
                        "name": "ac2g", "bp": "e"})
-    _rebase(doc)
+    _rebase(doc, view.window.clockmap.offset)
 
 
-def _rebase(doc: dict) -> None:
-    """Put the file on the run's shared time base (the epoch of emulated time 0 on rank 0): every
-    rank's ``ts`` then counts from the same ``baseTimeNanoseconds``, which is what HTA compares
-    across ranks (it reads ``ts`` as they are)."""
+def _rebase(doc: dict, own_offset: int) -> None:
+    """Put the file on the run's shared time base (the epoch of emulated time 0 on rank 0): ``ts``
+    becomes emulated us, the same instant on every rank, from one ``baseTimeNanoseconds``, which is
+    what HTA compares across ranks (it reads ``ts`` as they are). ``own_offset``: the epoch offset
+    the window put emulated time on (this process's own when the profile began before the process
+    group)."""
     from ..profiling import correlate
 
     shared = correlate.SHARED_EPOCH_OFFSET_NS
     base = int(doc.get("baseTimeNanoseconds", 0) or 0)
-    if shared is None or not base or base == shared:
+    if shared is None or not base:
         return
-    delta = (base - shared) / 1000.0
+    delta = (base - own_offset) / 1000.0
     for e in doc["traceEvents"]:
         if "ts" in e:
             e["ts"] = round(float(e["ts"]) + delta, 3)
