@@ -76,6 +76,15 @@ with dist._coalescing_manager(device=dev):
     dist.all_reduce(t1)
     dist.all_reduce(t2)
 check("coalesced", (t1.cpu().tolist(), t2.cpu().tolist()), ([float(w)] * 2, [2.0 * w] * 3))
+
+
+def graph(x):  # a compiled graph that calls a functional collective
+    return fc.all_reduce(torch.tanh(x) * 2, "sum", dist.group.WORLD) + 1
+
+
+xc = torch.full((8,), float(r), device=dev)
+check("compiled functional all_reduce", torch.compile(graph, backend="neuron")(xc).cpu().tolist(),
+      graph(xc).cpu().tolist())
 big = torch.ones(2**20, device=dev)  # 4 MiB: a timed all_reduce the test checks against the formula
 dist.all_reduce(big)
 torch.neuron.synchronize()
