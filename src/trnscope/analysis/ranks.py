@@ -286,6 +286,22 @@ def merged_trace(a: RunAnalysis) -> dict:
             "traceEvents": events}
 
 
+def hta_dir(a: RunAnalysis, path: Path | None = None) -> Path:
+    """A folder HTA reads (it takes the ``.json`` files directly in ``trace_dir``): one link per rank,
+    ``RUN/hta/rank_<r>.pt.trace.json``. ``hta.trace_analysis.TraceAnalysis(trace_dir=...)``."""
+    path = Path(path or a.root / "hta")
+    path.mkdir(parents=True, exist_ok=True)
+    for r, t in a.traces.items():
+        link = path / f"rank_{r}.pt.trace.json"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        try:
+            link.symlink_to(t.path.resolve())
+        except OSError:  # no symlinks here: a copy
+            link.write_bytes(t.path.read_bytes())
+    return path
+
+
 def write_merged(a: RunAnalysis, path: Path | None = None) -> Path:
     path = Path(path or a.root / "all_ranks.trace.json")
     tmp = path.with_name(f".{path.name}.tmp")

@@ -14,10 +14,11 @@ if TYPE_CHECKING:
 
 
 def summarise_run(path: Path, console: "Console", as_json: bool, top: int, wide: bool) -> int:
-    from ..analysis.ranks import load_run
+    from ..analysis.ranks import hta_dir, load_run
     from rich.text import Text
 
     a = load_run(path)
+    hta = hta_dir(a)
     if as_json:
         from .analysis_cmds import _write_json
 
@@ -47,6 +48,7 @@ def summarise_run(path: Path, console: "Console", as_json: bool, top: int, wide:
           ("share", "right")],
          [[f"rank {o['rank']}", duration(o["comm_ns"]), duration(o["compute_ns"]), duration(o["overlap_ns"]),
            f"{o['overlap_percent']:.1f}%"] for o in a.overlap()], wide)
+    console.print(Text(f"for HTA: TraceAnalysis(trace_dir={str(hta)!r})"), highlight=False)
     return 0
 
 

@@ -9,8 +9,8 @@ slowest hop: ``step(c) = max over hops of (latency + c / bandwidth)``. With p ra
   as NCCL's and the Neuron runtime's tuners choose per size;
 * all_gather (S = the gathered output), reduce_scatter (S = the whole input), all_to_all
   (S = the whole input, pairwise exchange), gather, scatter: p-1 steps of S/p;
-* broadcast, reduce: ring pipelined in p chunks, (p-1) + (p-1) steps of S/p... taken as
-  min(tree: ceil(log2 p) steps of S, pipeline: p-1 latencies + S at the slowest bandwidth);
+* broadcast, reduce: min(tree: ceil(log2 p) steps of S, pipeline: p-1 latencies + S at the
+  slowest hop's bandwidth, the chunked chain's limit);
 * barrier: 2*ceil(log2 p) steps of 0 bytes;
 * send/recv: one step of S over the hop between the two ranks.
 

@@ -9,8 +9,9 @@ Each collective of the window becomes
 * on the NeuronCore's device process, lane ``Collectives`` (stream :data:`COLLECTIVE_STREAM`): a
   device activity of category ``kernel`` named as NCCL names its kernels
   (``ncclKernel_AllReduce_RING_Sum_float32 (neuron cc)``), so HTA classifies it as communication,
-  with the same arguments plus the algorithm, bytes, this rank's arrival and wait, the last rank to
-  arrive and every rank's arrival;
+  from this rank's arrival (it waits inside, as an NCCL kernel waits for its peers) to the end, with
+  the same arguments plus the algorithm, bytes, the wait, when the transfer started, the last rank
+  to arrive and every rank's arrival;
 * an ``ac2g`` flow between the two. The merged multi-rank view (:mod:`trnscope.analysis.ranks`) links
   one collective across ranks by (process group, sequence number).
 """
@@ -78,10 +79,34 @@ def add_to_document(view, doc: dict, device_pid) -> None:
                  "device_time_ns": r.device_end_ns - r.device_start_ns}
         if r.peer >= 0:
             dargs["peer"] = r.peer
-        ts_dev = view.ts(r.device_start_ns)
+        # as an NCCL kernel does, the activity starts when this rank's queue reaches it and waits there
+        # for the others: a late rank's starts last, an early rank's is long
+        ts_dev = view.ts(r.arrival_ns)
+        dargs["transfer_start_ns"] = r.device_start_ns
         events.append({"ph": "X", "cat": "kernel", "name": r.kernel_name(), "pid": pid, "tid": COLLECTIVE_STREAM,
-                       "ts": ts_dev, "dur": view.dur(r.device_start_ns, r.device_end_ns), "args": dargs})
+                       "ts": ts_dev, "dur": view.dur(r.arrival_ns, r.device_end_ns), "args": dargs})
         events.append({"ph": "s", "id": corr, "pid": view.pid, "tid": tid, "ts": view.ts(r.host_start_ns),
                        "cat": "ac2g", "name": "ac2g"})
         events.append({"ph": "f", "id": corr, "pid": pid, "tid": COLLECTIVE_STREAM, "ts": ts_dev, "cat": "ac2g",
                        "name": "ac2g", "bp": "e"})
+    _rebase(doc, view.window.clockmap.offset)
+
+
+def _rebase(doc: dict, own_offset: int) -> None:
+    """Put the file on the run's shared time base (the epoch of emulated time 0 on rank 0): ``ts``
+    becomes emulated us, the same instant on every rank, from one ``baseTimeNanoseconds``, which is
+    what HTA compares across ranks (it reads ``ts`` as they are). ``own_offset``: the epoch offset
+    the window put emulated time on (this process's own when the profile began before the process
+    group)."""
+    from ..profiling import correlate
+
+    shared = correlate.SHARED_EPOCH_OFFSET_NS
+    base = int(doc.get("baseTimeNanoseconds", 0) or 0)
+    if shared is None or not base:
+        return
+    delta = (base - own_offset) / 1000.0
+    for e in doc["traceEvents"]:
+        if "ts" in e:
+            e["ts"] = round(float(e["ts"]) + delta, 3)
+    doc["baseTimeNanoseconds"] = shared
+

@@ -271,10 +271,24 @@ def _kineto_json(prof) -> dict:
     return doc
 
 
+def _dumps(doc) -> bytes:
+    info = doc.get("distributedInfo") if isinstance(doc, dict) else None
+    if info is None:
+        return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    # distributedInfo first, spaced as Kineto writes it: HTA finds a file's rank with the pattern
+    # '"rank":\s+(\d+)' on the raw text, and orjson writes no spaces
+    import json
+
+    body = orjson.dumps({k: v for k, v in doc.items() if k != "distributedInfo"}, option=orjson.OPT_SERIALIZE_NUMPY)
+    head = b'{"distributedInfo": ' + json.dumps(info, default=str).encode()
+    return head + (b", " + body[1:] if body != b"{}" else b"}")
+
+
 def write_json_atomic(path, doc) -> int:
+    """Write ``doc`` (or bytes already serialised) to ``path`` under a temporary name, then rename."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    data = doc if isinstance(doc, bytes) else _dumps(doc)
     try:
         with open(tmp, "wb") as f:
             f.write(data)

@@ -1,0 +1,95 @@
+"""The collective cost model, topology placement, what-if parsing and fingerprint checks (no processes)."""
+
+import math
+
+import pytest
+import torch
+
+from trnscope.distributed import cost, signature as sig, whatif
+from trnscope.distributed.errors import CollectiveMismatchError
+from trnscope.distributed.topology import Placement, hop_between, place, ring_hops
+from trnscope.hw import TRN1, TRN2
+from trnscope.hw.interconnect import TRN1_32XLARGE, TRN2_48XLARGE, topology_for
+
+MiB = 2**20
+
+
+def test_four_rank_all_reduce_of_64_mib_is_the_documented_ring_formula():
+    # docs/cost-model.md, "Collectives": ring all_reduce = 2(p-1) x (alpha + (S/p)/B); four ranks on
+    # one trn2 chip: alpha = the DMA fixed latency (1300 ns), B = one core's DMA bandwidth (16 x 23 B/ns)
+    places = [place(r, 0, TRN2, TRN2_48XLARGE) for r in range(4)]
+    hops = ring_hops(places, TRN2, TRN2_48XLARGE)
+    ns, algo = cost.collective_ns("all_reduce", 64 * MiB, hops, 4)
+    S, p = 64 * MiB, 4
+    B = 16 * 23e9
+    assert algo == "ring"
+    assert ns == round(2 * (p - 1) * (1300 + (S / p) / B * 1e9))
+    assert 280_000 < ns < 282_000  # 281.3 us
+
+
+def test_ranks_on_two_chips_are_bound_by_neuronlink_and_two_nodes_by_efa():
+    # trn1.32xlarge: 2 cores per chip; local ranks 0-3 = chips 0 and 1
+    places = [place(r, 0, TRN1, TRN1_32XLARGE) for r in range(4)]
+    kinds = sorted(h.kind for h in ring_hops(places, TRN1, TRN1_32XLARGE))
+    assert kinds == ["chip", "chip", "neuronlink", "neuronlink"]
+    ns, _ = cost.collective_ns("all_reduce", 64 * MiB, ring_hops(places, TRN1, TRN1_32XLARGE), 4)
+    chip_step = 1300 + 16 * MiB / (16 * 17e9) * 1e9       # the slower hop (one core's DMA, 272 GB/s)
+    link_step = 2600 + 16 * MiB / (384 * 2**30) * 1e9
+    assert ns == round(6 * max(chip_step, link_step))
+    two_nodes = [Placement(0, 0, 0), Placement(1, 0, 0)]
+    efa = ring_hops(two_nodes, TRN1, TRN1_32XLARGE)
+    assert {h.kind for h in efa} == {"efa"}
+    assert cost.collective_ns("all_reduce", 64 * MiB, efa, 2)[0] == round(2 * (15_000 + 32 * MiB / 100e9 * 1e9))
+
+
+def test_small_all_reduce_takes_the_tree_and_big_the_ring():
+    places = [Placement(n, 0, 0) for n in range(8)]
+    hops = ring_hops(places, TRN2, TRN2_48XLARGE)
+    assert cost.collective_ns("all_reduce", 1024, hops, 8)[1] == "tree"
+    assert cost.collective_ns("all_reduce", 256 * MiB, hops, 8)[1] == "ring"
+    assert cost.collective_ns("barrier", 0, hops, 8)[0] == round(2 * math.ceil(math.log2(8)) * 15_000)
+
+
+def test_a_slower_link_what_if_slows_the_collective_by_its_factor():
+    places = [Placement(0, c, 0) for c in range(4)]
+    base = cost.collective_ns("all_gather", 64 * MiB, ring_hops(places, TRN2, TRN2_48XLARGE), 4)[0]
+    slow = whatif.link_scale("neuronlink:2")
+    assert cost.collective_ns("all_gather", 64 * MiB, ring_hops(places, TRN2, TRN2_48XLARGE, slow), 4)[0] == \
+        pytest.approx(2 * base, abs=2)
+
+
+def test_what_if_parsing_and_its_errors():
+    assert whatif.rank_slowdowns("3:1.25, 1:2") == {3: 1.25, 1: 2.0}
+    assert whatif.link_scale("2").factor("efa") == 2.0
+    with pytest.raises(whatif.WhatIfError, match="RANK:FACTOR"):
+        whatif.rank_slowdowns("three")
+    with pytest.raises(whatif.WhatIfError, match="unknown link 'pcie'"):
+        whatif.link_scale("pcie:2")
+    with pytest.raises(whatif.WhatIfError, match="> 0"):
+        whatif.rank_slowdowns("1:0")
+
+
+def test_placement_and_topologies():
+    assert place(13, 0, TRN2, TRN2_48XLARGE) == Placement(0, 1, 5)
+    with pytest.raises(ValueError, match="128 ranks per instance"):
+        place(128, 0, TRN2, TRN2_48XLARGE)
+    assert topology_for(TRN1).instance == "trn1.32xlarge"
+    assert topology_for(TRN2, "trn2.48xlarge").chips == 16
+    with pytest.raises(ValueError, match="TRNSCOPE_INSTANCE=trn1.32xlarge"):
+        topology_for(TRN2, "trn1.32xlarge")
+    assert hop_between(Placement(0, 0, 0), Placement(0, 0, 1), TRN2, TRN2_48XLARGE).kind == "chip"
+    for name, (value, source, _) in TRN2_48XLARGE.sources().items():
+        assert source, name
+
+
+def test_a_shape_mismatch_names_both_ranks():
+    a = sig.encode(10, 4, "all_reduce", torch.empty(4, 4), "sum")
+    b = sig.encode(12, 4, "all_reduce", torch.empty(4, 5), "sum")
+    with pytest.raises(CollectiveMismatchError) as exc:
+        sig.check([a, a, b], [0, 1, 2], "default")
+    msg = str(exc.value)
+    assert "rank 0 called all_reduce(#4, float32[4, 4], sum)" in msg and "rank 2 called all_reduce(#4, float32[4, 5]" in msg
+    c = sig.encode(10, 4, "all_reduce", torch.empty(4, 4, dtype=torch.bfloat16), "sum")
+    with pytest.raises(CollectiveMismatchError, match="bfloat16"):
+        sig.check([a, c], [0, 1], "default")
+    sig.check([a, sig.encode(99, 4, "all_reduce", torch.empty(4, 4), "sum")], [0, 1], "default")  # arrival may differ
