@@ -27,19 +27,27 @@ from trnscope import runtime
 from trnscope.device.dynamo_backend import COUNTERS
 
 
-def device_metrics(fn, *args, calls=2):
-    """(dispatches, device busy ns, model FLOPs, HBM bytes) per call, from the execution records."""
+def recorded_calls(fn, *args, calls=3):
+    """(kernel execution records, host wall seconds) per ``calls`` warm calls of ``fn``."""
     rt = runtime.core(0)
     fn(*args)
     torch.neuron.synchronize()
     rt.recording = True
     rt.records.clear()
+    t = time.perf_counter()
     for _ in range(calls):
         fn(*args)
     torch.neuron.synchronize()
+    wall = (time.perf_counter() - t) / calls
     recs = [r for r in rt.records if r.kind == "kernel"]
     rt.recording = False
     rt.records.clear()
+    return recs, wall
+
+
+def device_metrics(fn, *args, calls=2):
+    """(dispatches, device busy ns, model FLOPs, HBM bytes) per call, from the execution records."""
+    recs, _ = recorded_calls(fn, *args, calls=calls)
     busy = sum(r.device_end_ns - r.device_start_ns for r in recs) / calls
     flops = sum(r.timeline.summary["model_flops"] for r in recs) / calls
     hbm = sum(r.timeline.summary["hbm_read_bytes"] + r.timeline.summary["hbm_write_bytes"] for r in recs) / calls
@@ -96,19 +104,7 @@ def llama7b_report() -> None:
 
 
 def device_time_per_call(fn, *args, calls=3):
-    rt = runtime.core(0)
-    fn(*args)
-    torch.neuron.synchronize()
-    rt.recording = True
-    rt.records.clear()
-    t = time.perf_counter()
-    for _ in range(calls):
-        fn(*args)
-    torch.neuron.synchronize()
-    wall = (time.perf_counter() - t) / calls
-    recs = [r for r in rt.records if r.kind == "kernel"]
-    rt.recording = False
-    rt.records.clear()
+    recs, wall = recorded_calls(fn, *args, calls=calls)
     span = (max(r.device_end_ns for r in recs) - min(r.device_start_ns for r in recs)) / calls if recs else 0
     busy = sum(r.device_end_ns - r.device_start_ns for r in recs) / calls
     return len(recs) / calls, busy, span, wall
