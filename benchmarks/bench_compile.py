@@ -85,14 +85,16 @@ def llama7b_layer():
     return run, (x, cos, sin)
 
 
-def llama7b_report() -> None:
+def llama7b_report(cases: str = "mlp,layer") -> None:
     from trnscope import hw
 
     spec = hw.get_spec()
     peak = spec.peak_bf16_flops
     torch.manual_seed(0)
+    chosen = [c for c in (("mlp", "Llama-7B MLP", llama7b_mlp), ("layer", "Llama-7B decoder layer", llama7b_layer))
+              if c[0] in cases.split(",")]
     with torch.no_grad():
-        for label, make in (("Llama-7B MLP", llama7b_mlp), ("Llama-7B decoder layer", llama7b_layer)):
+        for _, label, make in chosen:
             fn, args = make()
             compiled = torch.compile(fn, backend="neuron")
             for mode, f in (("eager", fn), ("compiled", compiled)):
@@ -242,12 +244,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama7b-only", action="store_true", help="only the Llama-7B-shaped MLP and layer")
     ap.add_argument("--targets", default="", help="comma-separated targets, each run in its own process")
+    ap.add_argument("--cases", default="mlp,layer", help="which Llama-7B-shaped cases: mlp, layer")
     opts = ap.parse_args()
     if opts.targets:
         for target in opts.targets.split(","):
-            argv = [sys.executable, __file__] + (["--llama7b-only"] if opts.llama7b_only else [])
+            argv = [sys.executable, __file__, "--cases", opts.cases] + (["--llama7b-only"] if opts.llama7b_only else [])
             subprocess.run(argv, env={**os.environ, "TRNSCOPE_INSTANCE": target}, check=True)
     else:
         if not opts.llama7b_only:
             main()
-        llama7b_report()
+        llama7b_report(opts.cases)
