@@ -1,5 +1,10 @@
 """torch.compile(backend="neuron") on a tiny HF Llama decoder layer: compile time, and device time
-per forward call compiled vs eager (same process, same inputs). Also the RMSNorm case.
+per forward call compiled vs eager (same process, same inputs). Also the RMSNorm case, and
+Llama-7B-shaped work in bf16 at 512 tokens (hidden 4096, intermediate 11008, 32 heads): the MLP
+and a whole decoder layer, eager and compiled, with device time, MFU and HBM traffic per call.
+
+    python benchmarks/bench_compile.py                 # the target in TRNSCOPE_INSTANCE (default trn2)
+    python benchmarks/bench_compile.py --llama7b-only --targets trn1,trn2   # each in its own process
 
 Compile time is the wall time of the first compiled call minus the wall time of a later call
 (tracing, AOTAutograd, graph compilation); the backend's own share (FX graph -> NEFF) is printed
@@ -22,7 +27,8 @@ from trnscope import runtime
 from trnscope.device.dynamo_backend import COUNTERS
 
 
-def device_time_per_call(fn, *args, calls=3):
+def recorded_calls(fn, *args, calls=3):
+    """(kernel execution records, host wall seconds) per ``calls`` warm calls of ``fn``."""
     rt = runtime.core(0)
     fn(*args)
     torch.neuron.synchronize()
@@ -36,6 +42,71 @@ def device_time_per_call(fn, *args, calls=3):
     recs = [r for r in rt.records if r.kind == "kernel"]
     rt.recording = False
     rt.records.clear()
+    return recs, wall
+
+
+def device_metrics(fn, *args, calls=1):
+    """(dispatches, device busy ns, model FLOPs, HBM bytes) per call, from the execution records."""
+    recs, _ = recorded_calls(fn, *args, calls=calls)
+    busy = sum(r.device_end_ns - r.device_start_ns for r in recs) / calls
+    flops = sum(r.timeline.summary["model_flops"] for r in recs) / calls
+    hbm = sum(r.timeline.summary["hbm_read_bytes"] + r.timeline.summary["hbm_write_bytes"] for r in recs) / calls
+    return len(recs) / calls, busy, flops, hbm
+
+
+def llama7b_mlp():
+    """Llama-7B's MLP (LlamaMLP: down(silu(gate(x)) * up(x))), bf16, 512 tokens."""
+    import transformers
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    cfg = transformers.LlamaConfig(hidden_size=4096, intermediate_size=11008)
+    mlp = LlamaMLP(cfg).to(torch.bfloat16).to("neuron").eval()
+    x = torch.randn(1, 512, 4096, dtype=torch.bfloat16, device="neuron")
+    return mlp, (x,)
+
+
+def llama7b_layer():
+    """A Llama-7B-shaped decoder layer (32 heads of 128), bf16, 512 tokens."""
+    import transformers
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    cfg = transformers.LlamaConfig(hidden_size=4096, intermediate_size=11008, num_attention_heads=32,
+                                   num_key_value_heads=32, max_position_embeddings=512, vocab_size=128)
+    cfg._attn_implementation = "eager"
+    layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16).to("neuron").eval()
+    x = torch.randn(1, 512, 4096, dtype=torch.bfloat16, device="neuron")
+    # the rotary tables are computed once, as a model's forward shares them across its layers
+    cos, sin = (t.to(torch.bfloat16).to("neuron") for t in LlamaRotaryEmbedding(cfg)(x.cpu(), torch.arange(512)[None]))
+
+    def run(x, cos, sin):
+        out = layer(x, position_embeddings=(cos, sin))
+        return out[0] if isinstance(out, tuple) else out
+
+    return run, (x, cos, sin)
+
+
+def llama7b_report(cases: str = "mlp,layer") -> None:
+    from trnscope import hw
+
+    spec = hw.get_spec()
+    peak = spec.peak_bf16_flops
+    torch.manual_seed(0)
+    chosen = [c for c in (("mlp", "Llama-7B MLP", llama7b_mlp), ("layer", "Llama-7B decoder layer", llama7b_layer))
+              if c[0] in cases.split(",")]
+    with torch.no_grad():
+        for _, label, make in chosen:
+            fn, args = make()
+            compiled = torch.compile(fn, backend="neuron")
+            for mode, f in (("eager", fn), ("compiled", compiled)):
+                n, busy, flops, hbm = device_metrics(f, *args)
+                mfu = 100 * flops / (peak * busy * 1e-9) if busy else 0.0
+                print(f"{spec.name} {label:23s} {mode:8s} {n:5.0f} dispatches  device {busy / 1e6:8.3f} ms  "
+                      f"MFU {mfu:5.1f}%  HBM {hbm / 2**20:8.1f} MiB", flush=True)
+            torch._dynamo.reset()
+
+
+def device_time_per_call(fn, *args, calls=3):
+    recs, wall = recorded_calls(fn, *args, calls=calls)
     span = (max(r.device_end_ns for r in recs) - min(r.device_start_ns for r in recs)) / calls if recs else 0
     busy = sum(r.device_end_ns - r.device_start_ns for r in recs) / calls
     return len(recs) / calls, busy, span, wall
@@ -165,4 +236,21 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+    import os
+    import subprocess
+    import sys
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llama7b-only", action="store_true", help="only the Llama-7B-shaped MLP and layer")
+    ap.add_argument("--targets", default="", help="comma-separated targets, each run in its own process")
+    ap.add_argument("--cases", default="mlp,layer", help="which Llama-7B-shaped cases: mlp, layer")
+    opts = ap.parse_args()
+    if opts.targets:
+        for target in opts.targets.split(","):
+            argv = [sys.executable, __file__, "--cases", opts.cases] + (["--llama7b-only"] if opts.llama7b_only else [])
+            subprocess.run(argv, env={**os.environ, "TRNSCOPE_INSTANCE": target}, check=True)
+    else:
+        if not opts.llama7b_only:
+            main()
+        llama7b_report(opts.cases)

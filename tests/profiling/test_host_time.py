@@ -46,8 +46,9 @@ def _timed_on_a_busy_queue(fn, busy):
 
 @pytest.mark.parametrize("case", ["large matmul", "small add"])
 def test_event_elapsed_time_is_the_device_time(tmp_path, case):
-    """Measured both ways in one window: the events' elapsed time and the profiler's device time of
-    the same execution agree (within 1%), for a long kernel and for a 3 us one."""
+    """Measured both ways in one window: the events' elapsed time is the profiler's device time of
+    the same execution plus the per-NEFF start overhead it pays behind the busy queue (within 1%),
+    for a long kernel and for a 3 us one."""
     g = torch.Generator().manual_seed(0)
     big = torch.randn(1024, 1024, generator=g).to("neuron")
     if case == "large matmul":
@@ -69,7 +70,8 @@ def test_event_elapsed_time_is_the_device_time(tmp_path, case):
         elapsed_ns, _ = _timed_on_a_busy_queue(fn, busy)
         torch.neuron.synchronize()
     device_ns = _device_ns(prof, key)
-    assert elapsed_ns == pytest.approx(device_ns, rel=0.01)
+    start_overhead = runtime.core(0).spec.neff_launch_latency_ns
+    assert elapsed_ns == pytest.approx(device_ns + start_overhead, rel=0.01)
 
 
 def test_event_on_an_idle_queue_includes_dispatch_and_launch():

@@ -53,6 +53,7 @@ class NeffStat:
     dma_average_bytes: float = 0.0
     bottleneck: str = ""
     engines: dict[str, float] = field(default_factory=dict)  # engine -> active %
+    auto_cast: str = ""  # the NTFF header's matmul_auto_cast: how its FP32 matmuls ran ("none": as FP32)
 
 
 @dataclass
@@ -205,6 +206,7 @@ def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> Non
             stat.mfu_percent = float(s.get("mfu_estimated_percent") or 0.0)
             stat.mbu_percent = float(s.get("mbu_estimated_percent") or 0.0)
             stat.engines = {e: float(v.get("active_time_percent") or 0.0) for e, v in (s.get("engines") or {}).items()}
+            stat.auto_cast = str(header.get("matmul_auto_cast") or "")
             if not stat.framework_ops:
                 stat.framework_ops = [str(o) for o in header.get("framework_ops") or []]
     if not seen or weighted_time <= 0:

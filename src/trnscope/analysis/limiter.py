@@ -64,6 +64,7 @@ class KernelLimit:
     explanation: str
     position: str = ""  # "near" its roofline (>= 60% of a roof), "below" (>= 30%), "far below"
     evidence: dict = field(default_factory=dict)
+    auto_cast: str = ""  # how its FP32 matmuls ran (compiler.precision): "matmult/bf16", "none", "" unknown
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,6 +72,9 @@ class KernelLimit:
 
 def kernel_limit(neff: NeffStat, profile: Profile | None = None) -> KernelLimit:
     limit = _kernel_limit(neff, profile)
+    limit.auto_cast = neff.auto_cast
+    if neff.auto_cast and neff.auto_cast != "none":
+        limit.explanation += f"; its FP32 matmuls ran auto-cast ({neff.auto_cast}, neuronx-cc --auto-cast)"
     if limit.mfu_percent is not None and limit.mbu_percent is not None:
         best = max(limit.mfu_percent, limit.mbu_percent)
         limit.position = "near" if best >= NEAR_ROOF_PERCENT else "below" if best >= FAR_BELOW_PERCENT else "far below"

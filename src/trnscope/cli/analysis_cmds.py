@@ -229,6 +229,8 @@ def _print_limits(console: Console, a, wide: bool) -> None:
     rows = []
     for k in a.kernel_limits:
         label = f"{', '.join(k.ops)} ({k.name})" if k.ops else k.name
+        if k.auto_cast and k.auto_cast != "none":
+            label += f" [auto-cast {k.auto_cast}]"
         position = k.position or "-"
         rows.append([label, f"{duration(k.device_time_ns)} ({percent(k.device_time_ns / total, 0)})",
                      percent((k.mfu_percent or 0) / 100), percent((k.mbu_percent or 0) / 100), position,

@@ -110,10 +110,12 @@ class HardwareSpec:
     )
     neff_launch_latency_ns: float = sourced(
         20_000.0,
-        "S34,S33",
-        "per-NEFF launch latency from submit to start on the device. Not published as a constant: S34 "
-        "reports a 20 us cut of NEFF start overhead on trn3, so start overhead is at least tens of us; "
-        "S33's 437 us gap includes framework/Python work that trnscope measures as real host time.",
+        "S34,S33 (assumption)",
+        "per-NEFF start overhead on the device, paid by every execution: from max(submit, device free) "
+        "to the NEFF's first instruction, so executions queued back to back are this far apart too. "
+        "Not published as a constant: S34 reports a 20 us cut of NEFF start overhead on trn3, so the "
+        "start is at least tens of us; S33's 437 us gap includes framework/Python work that trnscope "
+        "models as host time.",
     )
     throttle_idle_ns: float = sourced(3000.0, "S24", "TensorE restarts at ~50% after > 3 us idle")
     throttle_ramp_ns: float = sourced(3000.0, "S24", "and ramps to full rate over ~3 us")

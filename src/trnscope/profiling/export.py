@@ -191,6 +191,9 @@ class NeuronProfiler:
                                     "end_ns": w.clockmap.to_epoch(r.device_end_ns),
                                     "queue_wait_ns": r.queue_wait_ns} for r in on_nc],
                     "summary": tl.summary,
+                    # the compiler's FP32 matmul precision for this NEFF (compiler.precision): "none"
+                    # when no matmul was cast
+                    "matmul_auto_cast": str(program.meta.get("auto_cast", "none")),
                     "instruction_count": n, "instructions_written": keep, "truncated": truncated,
                     "max_events_per_nc": cfg.max_events_per_nc,
                 }

@@ -150,7 +150,7 @@ class NeuronCoreRuntime:
                     self.cache_hits += 1
                 self.dispatches += 1
                 ready = submit + self._launch_ns
-                start, end = self._enqueue(ready, int(round(tl.total_ns)))
+                start, end = self._enqueue(submit, int(round(tl.total_ns)), self._launch_ns)
                 rec = None
                 if self.recording:
                     rec = Execution(
@@ -162,11 +162,13 @@ class NeuronCoreRuntime:
                 self.on_record(rec)
         return result, program, tl
 
-    def _enqueue(self, ready: int, duration: int) -> tuple[int, int]:
+    def _enqueue(self, ready: int, duration: int, overhead: int = 0) -> tuple[int, int]:
         """Queue ``duration`` ns of device work on the current stream, no earlier than ``ready``;
-        returns its (start, end). Caller holds the lock."""
+        returns its (start, end). ``overhead``: the device's per-NEFF start (docs/cost-model.md,
+        "Launch"), paid after the device is free and the work submitted, so executions queued back
+        to back pay it too. Caller holds the lock."""
         sid = self.current_stream
-        start = max(ready, self.device_free_ns, self.stream_ready.get(sid, 0))
+        start = max(ready, self.device_free_ns, self.stream_ready.get(sid, 0)) + overhead
         end = start + duration
         self.device_free_ns = end
         self.stream_end[sid] = end

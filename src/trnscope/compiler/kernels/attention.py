@@ -33,14 +33,15 @@ from ...isa import (
     TensorScalar, TensorTensor, TensorTranspose, hbm,
 )
 from ..lowering import LoweringContext, lowering
-from .common import F32, FLT_MAX, P, attr, ceil_div, full_strides, load, store
-
-S_BLOCK = 512      # key columns per block: one PSUM bank of FP32 scores
-EV_SLICE = 512     # value columns per PSUM accumulator bank
+from .common import F32, FLT_MAX, attr, ceil_div, full_strides, load, store
 
 
 def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     kb = ctx.kb
+    # tile sizes from the target: query/key tiles of one partition each, key blocks and value
+    # slices of one PSUM bank of FP32 (the moving free size)
+    P = kb.spec.partitions
+    S_BLOCK = EV_SLICE = kb.spec.gemm_moving_fmax
     q, k, v, mask = (ctx.call.inputs + (None,) * 4)[:4]
     out = ctx.call.outputs[0]
     if float(attr(ctx, "dropout_p", 0.0)) != 0.0:

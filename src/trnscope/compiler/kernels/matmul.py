@@ -7,17 +7,22 @@ axis is contiguous in HBM (A already a transposed view, such as nn.Linear's ``we
 with a DMA transpose when the contraction dim is the contiguous one (a row-major A), so no
 transpose kernel runs and no layout is assumed.
 
-Blocking (NKI performance guide, S4): a block of B columns (up to 2048) stays in SBUF while blocks
-of A^T columns (up to 512) stream through it, both double-buffered; within a 128-row M tile each K
-tile's weights are loaded once (LoadStationary) and multiplied against every 512-column slice of
-the B block, accumulating in up to four PSUM banks (the previous M tile's banks stay reserved so
-TensorE never waits for their evacuation). When K is too deep for SBUF the contraction is split
-into chunks that accumulate into the same PSUM banks.
+Blocking (the NKI matmul tutorial's blocked kernel; docs/cost-model.md, "matmul blocking"): an
+output block of ``mb`` rows x ``nb`` columns (``nb`` up to half of PSUM) is computed K chunk by K
+chunk. A chunk's A^T and B tiles are double-buffered (the next chunk loads while this one
+multiplies); within a 128-row M tile each K tile's weights are loaded once (LoadStationary) and
+multiplied against every 512-column slice of the block, accumulating in PSUM banks that rotate
+through all of PSUM, so TensorE never waits for an evacuation. The chunks' partial products are
+summed in an FP32 accumulator in SBUF; with a single chunk the B block instead stays in SBUF for
+every M block of its columns. Block sizes and the chunk depth come from the target spec and the
+cost model (:func:`plan_blocks`), not from constants. FP32 operands are first cast to BF16 as the
+compiler's auto-cast setting says (:mod:`..precision`).
 
 Epilogue: PSUM is evacuated into an output staging tile alternately by VectorE and ScalarE,
 fused with addmm's ``beta * bias + alpha * (A @ B)`` (a per-partition column bias rides in
 ScalarE's bias operand, a row or full bias in one VectorE tensor_tensor that reads PSUM and SBUF
-together), and stored with one DMA per 128 x 2048 output tile.
+together; with several chunks and alpha = 1 the bias joins the first chunk instead), and stored
+with one DMA per M tile of the block.
 
 A caller may hand ``emit_gemm`` a :class:`GemmEpilogue` (the graph compiler does, for element-wise
 chains after a matmul): it receives each finished [128 x block] output tile, either still in the
@@ -138,7 +143,7 @@ def estimate_gemm_ns(sh: _Shape, nb: int, mb: int, kc: int) -> tuple[float, int,
     nblk_n, nblk_m = ceil_div(sh.N, nb), ceil_div(sh.M, mb)
     nchunks = ceil_div(kt, kc)
     mtiles = ceil_div(sh.M, mt)
-    slices = ceil_div(sh.N, spec.gemm_moving_fmax) + (nblk_n - 1 if sh.N % nb and nb % spec.gemm_moving_fmax else 0)
+    slices = ceil_div(sh.N, spec.gemm_moving_fmax)  # blocks are whole multiples of a slice
     # TensorE: every (K tile, M tile, 512-column slice) is one MultiplyMoving of ~slice width cycles
     mm_cycles = max(spec.mm_init_latency_cycles, min(sh.N, spec.gemm_moving_fmax))
     te = kt * mtiles * slices * mm_cycles / spec.tensor_clock_hz * 1e9
