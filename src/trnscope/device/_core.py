@@ -185,3 +185,9 @@ def install() -> None:
 
     CORE.install(_Bridge())
     CORE.set_pool_limits(memory.POOL_BYTES, memory.POOL_FLOOR)
+
+
+if __name__ == "__main__":  # `python -m trnscope.device._core`: build (or find) the core, say how long it took
+    if CORE is None:
+        raise SystemExit("trnscope: the C++ core is not built (see the warning above)")
+    print(f"trnscope C++ core: {CORE.__file__} ({BUILD_SECONDS:.1f} s to build or load)")

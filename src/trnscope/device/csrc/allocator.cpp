@@ -235,12 +235,22 @@ c10::Storage adopt(const c10::Storage& cpu, int device, int64_t capacity) {
     std::lock_guard<std::mutex> lock(g_mu);
     reserve(nbytes, device, capacity);
   }
+  // a kernel writing through a host view must not resize the device's bytes away from under it
+  // (ATen's out= kernels resize a resizable output storage): device memory has a fixed size
+  cpu.unsafeGetStorageImpl()->set_resizable(false);
   return wrap_block(cpu, nbytes, device);
 }
 
 bool host_storage(const c10::Storage& neuron, c10::Storage* out) {
   auto* blk = neuron.data_ptr().cast_context<Block>(&free_block);
-  if (blk == nullptr) return false;
+  if (blk == nullptr) {
+    // a storage that does not own its bytes but starts at a live block (ATen's from_blob over a
+    // device storage, as torch.save's device-to-host path makes)
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_live.find(neuron.data());
+    if (it == g_live.end()) return false;
+    blk = it->second;
+  }
   *out = blk->host;
   return true;
 }

@@ -165,8 +165,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("set_metadata", [](const at::Tensor& t, py::handle storage, int64_t offset, std::vector<int64_t> size,
                            std::vector<int64_t> stride) {
+    const c10::Storage& st = unpack_storage(storage);
+    TORCH_CHECK(st.device() == t.device(), "Attempted to set the storage of a tensor on device \"", t.device(),
+                "\" to a storage on different device \"", st.device(), "\". This is no longer allowed; the "
+                "devices must match.");
     auto* impl = t.unsafeGetTensorImpl();
-    impl->set_storage_keep_dtype(unpack_storage(storage));
+    impl->set_storage_keep_dtype(st);
     impl->set_sizes_and_strides(size, stride, offset);
     return t;
   });
@@ -175,6 +179,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return std::vector<int64_t>{s.allocated, s.peak, s.allocated_total, s.freed_total, s.num_allocs,
                                 s.num_frees, s.num_ooms, s.blocks, s.peak_blocks, s.peak_reserved};
   });
+  m.def("allocated", [](int device) { return stats(device).allocated; });
   m.def("cached_bytes", &cached_bytes);
   m.def("take_pooled", &take_pooled);
   m.def("reset_peak", &reset_peak);
