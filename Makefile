@@ -6,14 +6,20 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.trnscope-installed
 
-.PHONY: demo test test-load install browser bench clean
+.PHONY: demo test test-load install browser compiler bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | compiler
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[test]'
+	# the device's C++ core (src/trnscope/device/csrc), built now rather than at the first import
+	TRNSCOPE_CPP=1 $(PY) -m trnscope.device._core
 	touch $(STAMP)
+
+# Debian's g++ for the device's C++ core (ninja comes from PyPI, pinned in pyproject.toml)
+compiler:
+	@command -v g++ >/dev/null || { 	  echo "installing g++ for trnscope's C++ core (apt-get)"; 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >/dev/null) || 	  $(SUDO) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >/dev/null'; }
 
 install: $(STAMP)
 

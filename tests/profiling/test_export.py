@@ -410,7 +410,7 @@ def test_session_span_is_clipped_to_the_window(xw, tmp_path):
     the span, and with it every event of trace.json, lies within the window."""
     x, w = xw
     started = {}
-    kineto_start = capture._ORIG["_start_trace"]
+    kineto_start = capture.ORIGINALS["_start_trace"]
 
     def slow_kineto_start(self):  # Kineto's start-up made slow, as after tens of MiB of numerics
         kineto_start(self)
@@ -419,7 +419,7 @@ def test_session_span_is_clipped_to_the_window(xw, tmp_path):
             pass
         started["done"] = True
 
-    capture._ORIG["_start_trace"] = slow_kineto_start
+    capture.ORIGINALS["_start_trace"] = slow_kineto_start
     try:
         cfg = NeuronConfig(profile_output_dir=tmp_path)
         exporter = NeuronProfiler(cfg)
@@ -432,7 +432,7 @@ def test_session_span_is_clipped_to_the_window(xw, tmp_path):
                 torch.neuron.synchronize()
                 prof.step()
     finally:
-        capture._ORIG["_start_trace"] = kineto_start
+        capture.ORIGINALS["_start_trace"] = kineto_start
     assert started
     doc = load_json(exporter.last_export / "trace.json")
     base, meta = doc["baseTimeNanoseconds"], doc["trnscope"]

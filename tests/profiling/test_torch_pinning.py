@@ -5,11 +5,12 @@ import torch
 import torch.autograd.profiler as ap
 
 import trnscope.profiling as tp
+from trnscope.device import torch_adaptations
 from trnscope.profiling import capture
 
 
 def test_torch_internals_are_what_the_hooks_expect():
-    assert torch.__version__.startswith(capture.TORCH_PINNED), torch.__version__
+    assert torch.__version__.startswith(torch_adaptations.PINNED_TORCH), torch.__version__
     assert tp.check_torch_internals() == []
 
 
@@ -17,7 +18,7 @@ def test_hooks_are_installed_on_the_autograd_profile():
     assert capture.installed()
     for name in ("_start_trace", "__exit__", "_parse_kineto_results", "export_chrome_trace"):
         assert getattr(ap.profile, name).__module__ == capture.__name__, name
-        assert name in capture._ORIG
+        assert name in capture.ORIGINALS
 
 
 def test_torch_profiler_still_funnels_windows_through_the_autograd_profile():

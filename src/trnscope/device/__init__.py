@@ -6,9 +6,13 @@ then on ``neuron`` works like any device: ``x.to("neuron")``, factories with ``d
 views and aliasing, autograd, ``nn.Module.to``, optimizers, ``torch.save``/``torch.load``,
 ``torch.autocast(device_type="neuron")`` (:mod:`.autocast`).
 
-How a ``neuron`` tensor holds its data (:mod:`.memory`, :mod:`._dlpack`): it is an ordinary
-strided ATen TensorImpl with the PrivateUse1 dispatch key on a PrivateUse1 storage whose bytes are
-host memory owned through a DLPack import. Views, strides, storage offsets and aliasing are
+The device guard, allocator, hooks and generator PyTorch's C++ side asks for are registered in
+C++ by the device's C++ core (:mod:`._core`, built at the first import), or, where it cannot be
+built or ``TRNSCOPE_CPP=0``, stood in for from Python (:mod:`.torch_adaptations`).
+
+How a ``neuron`` tensor holds its data (:mod:`.memory`): it is an ordinary strided ATen
+TensorImpl with the PrivateUse1 dispatch key on a PrivateUse1 storage whose bytes are host memory
+(the C++ allocator's, or on the Python path owned through a DLPack import, :mod:`._dlpack`). Views, strides, storage offsets and aliasing are
 therefore ATen's own; view ops run ATen's CPU metadata kernels on the ``neuron`` tensor itself;
 a kernel computes on a zero-copy CPU view of the same bytes (:func:`host_view`). There is one
 device per NeuronCore of the emulated chip (``neuron:0`` .. ``neuron:N-1``, :mod:`._devices`);

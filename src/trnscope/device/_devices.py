@@ -22,6 +22,8 @@ import torch
 
 from trnscope.hw import get_spec
 
+from ._core import CORE as _cpp
+
 BACKEND = "neuron"
 _state = threading.local()
 # called the first time a thread makes a core other than 0 current (see .accelerator)
@@ -39,6 +41,10 @@ def current() -> int:
 def set_current(index: int) -> int:
     """Make NeuronCore ``index`` current on this thread (validated); returns the previous one."""
     global on_other_core
+    if _cpp is not None:  # the C++ guard keeps it, where ATen and autograd see it
+        prev = _cpp.current_device()
+        _cpp.set_device(int(index))
+        return prev
     prev = current()
     _state.index = _check(index)
     if index and on_other_core is not None:
@@ -47,15 +53,21 @@ def set_current(index: int) -> int:
     return prev
 
 
-def _check(index: int) -> int:
+if _cpp is not None:
+    current = _cpp.current_device  # noqa: F811
+
+
+def invalid_device_message(index: int) -> str:
     count = device_count()
-    if not 0 <= index < count:
-        spec = get_spec()
-        raise RuntimeError(
-            f"Invalid device {BACKEND}:{index}: this process emulates {spec.instance} with {count} "
+    spec = get_spec()
+    return (f"Invalid device {BACKEND}:{index}: this process emulates {spec.instance} with {count} "
             f"NeuronCore(s) ({BACKEND}:0 to {BACKEND}:{count - 1}). Use an index in that range, or "
-            f"emulate another instance (TRNSCOPE_INSTANCE=trn1|trn2, or trnscope.hw.set_instance)."
-        )
+            f"emulate another instance (TRNSCOPE_INSTANCE=trn1|trn2, or trnscope.hw.set_instance).")
+
+
+def _check(index: int) -> int:
+    if not 0 <= index < device_count():
+        raise RuntimeError(invalid_device_message(index))
     return index
 
 

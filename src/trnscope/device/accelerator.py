@@ -18,7 +18,7 @@ functions end in C++ calls that a Python backend cannot serve:
 These need C++ (a ``DeviceGuardImplInterface`` and a ``DeviceAllocator`` registered for
 PrivateUse1). What trnscope does instead, from Python: ``torch.accelerator``'s functions call their
 bindings by attribute lookup on ``torch._C`` at every call (``torch._C._accelerator_synchronizeDevice``
-and so on), so :func:`install` replaces those bindings with functions that serve ``neuron`` from
+and so on), so :mod:`.torch_adaptations` replaces those bindings with functions that serve ``neuron`` from
 trnscope's own device state (:mod:`._devices`, :mod:`.memory`, :mod:`.streams`) and call the
 original binding for any other accelerator. C++ callers of ``at::accelerator`` (none in a CPU
 build of PyTorch besides the ones below) still see the guard's answers.
@@ -27,7 +27,7 @@ Two C++ users of that guard matter for a multi-core device, and get a Python ans
 
 * ``Tensor.to(device)`` fills in a missing device index from the guard (``ensure_has_index`` in
   ATen's TensorConversions.cpp): ``x.to("neuron")`` would always go to ``neuron:0``. Once a
-  thread makes another NeuronCore current, :func:`install` wraps ``torch.Tensor.to`` to give
+  thread makes another NeuronCore current, :mod:`.torch_adaptations` wraps ``torch.Tensor.to`` to give
   ``"neuron"`` the current index first. ``torch.tensor(data, device="neuron")`` and
   ``torch.as_tensor`` take the same C++ path and are not wrapped: they use ``neuron:0`` unless
   given an index.
@@ -49,8 +49,7 @@ from . import _devices, dispatch, memory, streams
 
 BACKEND = _devices.BACKEND
 _C = torch._C
-_originals: dict[str, Any] = {}
-_installed = False
+ORIGINALS: dict[str, Any] = {}
 
 
 def _is_neuron() -> bool:
@@ -62,13 +61,12 @@ def _route(name: str):
     """Replace ``torch._C.<name>`` by the decorated function while neuron is the accelerator."""
     def decorate(fn):
         original = getattr(_C, name)
-        _originals[name] = original
 
         @functools.wraps(original)
         def binding(*args):
             if _is_neuron():
                 return fn(*args)
-            return original(*args)
+            return ORIGINALS.get(name, original)(*args)
 
         binding.__trnscope__ = True
         return binding
@@ -169,14 +167,9 @@ def _set_current(index: int) -> int:
     return _devices.set_current(_devices.index_of(int(index)))
 
 
-_tensor_to = None
-
-
-def _wrap_tensor_to() -> None:
-    global _tensor_to
-    if _tensor_to is not None:
-        return
-    original = torch.Tensor.to
+def tensor_to(original):
+    """``Tensor.to`` that gives ``"neuron"`` the current index first, once a thread has made a
+    core other than 0 current (applied by :mod:`.torch_adaptations`, "tensor_to")."""
 
     @functools.wraps(original)
     def to(self, *args, **kwargs):
@@ -184,8 +177,7 @@ def _wrap_tensor_to() -> None:
             args, kwargs = _with_index(args, kwargs)
         return original(self, *args, **kwargs)
 
-    _tensor_to = original
-    torch.Tensor.to = to
+    return to
 
 
 def _indexed(d):
@@ -207,9 +199,9 @@ def _with_index(args: tuple, kwargs: dict):
 # --- autograd on more than one NeuronCore --------------------------------------------------------
 
 
-class _Engine(torch._C._ImperativeEngine):
+class Engine(torch._C._ImperativeEngine):
     """PyTorch's engine object, running backward on the calling thread while cores other than 0
-    are in use (see the module docstring)."""
+    are in use (see the module docstring; applied by :mod:`.torch_adaptations`, "autograd_engine")."""
 
     def run_backward(self, *args, **kwargs):
         if memory.multicore() and _C._is_multithreading_enabled():
@@ -221,22 +213,7 @@ class _Engine(torch._C._ImperativeEngine):
         return super().run_backward(*args, **kwargs)
 
 
-def install() -> None:
-    """Route the ``torch.accelerator`` bindings and autograd's engine through trnscope (once)."""
-    global _installed
-    if _installed:
-        return
-    for name, binding in list(_BINDINGS.items()):
-        setattr(_C, name, binding)
-    from torch.autograd.variable import Variable
-
-    if not isinstance(Variable._execution_engine, _Engine):
-        Variable._execution_engine = _Engine()
-    _devices.on_other_core = _wrap_tensor_to
-    _installed = True
-
-
-_BINDINGS = {name: value for name, value in globals().items()
-             if callable(value) and getattr(value, "__trnscope__", False)}
-_BINDINGS = {fn.__wrapped__.__name__: fn for fn in _BINDINGS.values()}
-
+# the replacements of torch._C's bindings, by binding name (applied by .torch_adaptations,
+# "accelerator_bindings"), and the bindings they replaced
+BINDINGS = {fn.__wrapped__.__name__: fn for fn in dict(globals()).values()
+            if callable(fn) and getattr(fn, "__trnscope__", False)}

@@ -33,7 +33,7 @@ import traceback
 
 import torch
 
-from . import dispatch, host, memory
+from . import _core, dispatch, host, memory
 
 KEY = "PrivateUse1"
 
@@ -110,7 +110,8 @@ def register() -> None:
     for op in _BIT_AWARE:
         for key in ("Conjugate", "Negative"):
             impl.impl(op.name()[len("aten::"):], _forward(op), key)
-    impl.impl("_to_copy", _to_copy, KEY)
+    if _core.CORE is None:  # with the C++ core's pinned allocator, ATen's own _to_copy serves
+        impl.impl("_to_copy", _to_copy, KEY)
     _fallback_lib, _impl_lib = fb, impl
 
 

@@ -27,6 +27,7 @@ import torch
 from trnscope.hw import get_spec
 
 from . import _dlpack
+from ._core import CORE as _cpp
 
 BACKEND = "neuron"
 _CPU = torch.device("cpu")
@@ -131,8 +132,11 @@ def _on_free(key: int) -> None:
 
 
 def _take_pooled(size: int, device: int):
-    """A cached (holder, host storage) pair of ``size`` bytes for ``device``, or None."""
+    """A cached (holder, host storage) pair of ``size`` bytes for ``device``, or None (on the C++
+    path: True, the buffer being taken out of the cache and dropped)."""
     global _pooled_total
+    if _cpp is not None:
+        return True if _cpp.take_pooled(size, device) else None
     with _lock:
         free = _pool.get((device, size))
         if not free:
@@ -179,12 +183,17 @@ def _release(buffers: list) -> None:
 
 
 def empty_cache(device: int | None = None) -> None:
+    if _cpp is not None:
+        _cpp.empty_cache(-1 if device is None else device)
+        return
     with _lock:
         dropped = _drain(device)
     _release(dropped)
 
 
 def cached_bytes(device: int = 0) -> int:
+    if _cpp is not None:
+        return _cpp.cached_bytes(device)
     with _lock:
         return _pooled.get(device, 0)
 
@@ -210,12 +219,26 @@ def set_capacity(nbytes: int | None) -> int | None:
 
 def stats(device: int = 0) -> DeviceMemoryStats:
     """A copy of the counters of ``device``."""
+    if _cpp is not None:
+        return DeviceMemoryStats(*_cpp.stats(device))
     with _lock:
         s = _device_stats(device)
         return DeviceMemoryStats(**{k: getattr(s, k) for k in s.__dataclass_fields__})
 
 
+def allocated_bytes(device: int = 0) -> int:
+    """Bytes allocated to live tensors on ``device``: one counter, read without copying the
+    others (the profiler samples it at every execution)."""
+    if _cpp is not None:
+        return _cpp.allocated(device)
+    st = _stats.get(device)
+    return st.allocated if st is not None else 0
+
+
 def reset_peak(device: int = 0) -> None:
+    if _cpp is not None:
+        _cpp.reset_peak(device)
+        return
     with _lock:
         s = _device_stats(device)
         s.peak = s.allocated
@@ -227,8 +250,8 @@ def nested_stats(device: int = 0) -> dict:
     """The counters of ``device`` nested as CUDA's allocator reports them
     (``stats["allocated_bytes"]["all"]["current"]``); "reserved" counts cached buffers too."""
     with _lock:
-        s = _device_stats(device)
-        cached = _pooled.get(device, 0)
+        s = stats(device)
+        cached = cached_bytes(device)
         bytes_ = {"current": s.allocated, "peak": s.peak, "allocated": s.allocated_total, "freed": s.freed_total}
         blocks = {"current": s.blocks, "peak": s.peak_blocks, "allocated": s.num_allocs, "freed": s.num_frees}
         reserved = dict(bytes_, current=s.allocated + cached, peak=max(s.peak_reserved, s.allocated + cached))
@@ -246,6 +269,9 @@ def nested_stats(device: int = 0) -> dict:
 
 
 def reset_accumulated(device: int = 0) -> None:
+    if _cpp is not None:
+        _cpp.reset_accumulated(device)
+        return
     with _lock:
         s = _device_stats(device)
         s.allocated_total = s.freed_total = s.num_allocs = s.num_frees = s.num_ooms = 0
@@ -325,6 +351,8 @@ def _unreserve(nbytes: int, device: int) -> None:
 def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
     """A new, uninitialised neuron storage of ``nbytes`` bytes on ``device``."""
     nbytes = int(nbytes)
+    if _cpp is not None:
+        return _cpp.allocate(nbytes, device, capacity(device))
     if nbytes < 0:
         raise RuntimeError(f"trnscope: negative allocation size {nbytes}")
     size = nbytes if nbytes > 0 else 1  # so that every live block has a distinct, non-null address
@@ -346,6 +374,8 @@ def allocate(nbytes: int, device: int = 0) -> torch.UntypedStorage:
 
 def adopt(cpu_storage: torch.UntypedStorage, device: int = 0) -> torch.UntypedStorage:
     """Turn a CPU storage nobody else holds into a neuron storage without copying its bytes."""
+    if _cpp is not None:
+        return _cpp.adopt(cpu_storage, device, capacity(device))
     nbytes = cpu_storage.nbytes()
     if nbytes == 0:
         return allocate(0, device)
@@ -379,6 +409,8 @@ _set_storage_boxed = _SET_STORAGE._handle.redispatch_boxed
 
 def set_metadata(t: torch.Tensor, storage, offset: int, size, stride) -> torch.Tensor:
     """Point ``t`` (a neuron tensor) at ``storage`` with this geometry; metadata only."""
+    if _cpp is not None:
+        return _cpp.set_metadata(t, storage, offset, list(size), list(stride))
     return _set_storage_boxed(_CPU_KEYSET, t, storage, offset, list(size), list(stride))
 
 
@@ -406,6 +438,8 @@ def _template(device: int) -> torch.Tensor:
 def wrap(storage, dtype: torch.dtype, size, stride, offset: int = 0, device: int | None = None) -> torch.Tensor:
     """A new neuron tensor over ``storage`` (a neuron UntypedStorage; ``device``: its index, if
     the caller knows it)."""
+    if _cpp is not None:
+        return _cpp.wrap(storage, dtype, list(size), list(stride), offset)
     if device is None:
         device = storage.device.index
     if not device:
@@ -419,6 +453,8 @@ def empty_strided(size, stride, dtype: torch.dtype, device: int = 0) -> torch.Te
     if type(size) is not list or type(stride) is not list:
         size = [int(s) for s in size]
         stride = [int(s) for s in stride]
+    if _cpp is not None:
+        return _cpp.empty_strided(size, stride, dtype, device, capacity(device))
     return wrap(allocate(storage_nbytes(size, stride, dtype.itemsize), device), dtype, size, stride, 0, device)
 
 
@@ -428,6 +464,10 @@ def empty(size, dtype: torch.dtype, device: int = 0) -> torch.Tensor:
 
 def host_storage(storage: torch.UntypedStorage) -> torch.UntypedStorage:
     """The CPU storage (non-owning, not resizable) over a neuron storage's bytes."""
+    if _cpp is not None:
+        host = _cpp.host_storage(storage)
+        if host is not None:
+            return host
     blk = _blocks.get(storage.data_ptr())
     if blk is None:
         if storage.nbytes() == 0:
@@ -442,6 +482,8 @@ def host_view(t: torch.Tensor) -> torch.Tensor:
     Writes through it are writes to ``t`` (and every alias of ``t``). It does not keep ``t``'s
     memory alive.
     """
+    if _cpp is not None:
+        return _cpp.host_view(t)
     blk = _blocks.get(t.untyped_storage().data_ptr())
     if blk is None:
         if t.untyped_storage().nbytes() == 0:  # nothing to alias: any storage will do
@@ -467,7 +509,10 @@ def read_view(t: torch.Tensor) -> torch.Tensor:
     kept with its block and handed to every such read (a weight read by every step's matmul,
     an activation read by the next op). A kernel never changes the metadata of an argument it
     does not write, so a shared view keeps its geometry; arguments that are written (in-place,
-    ``out=``, which a kernel may resize) take a fresh :func:`host_view`."""
+    ``out=``, which a kernel may resize) take a fresh :func:`host_view`. (On the C++ path a fresh
+    view costs less than the lookup, and every read takes one.)"""
+    if _cpp is not None:
+        return _cpp.host_view(t)
     blk = _blocks.get(t.untyped_storage().data_ptr())
     if blk is None:
         return host_view(t)
@@ -489,6 +534,8 @@ def host_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
 
 def live_blocks(device: int | None = None) -> list[tuple[int, int, int]]:
     """(address, nbytes, device) of every live allocation, for snapshots and tests."""
+    if _cpp is not None:
+        return [tuple(b) for b in _cpp.live_blocks(-1 if device is None else device)]
     with _lock:
         return [(b.ptr, b.nbytes, b.device) for b in _blocks.values() if device is None or b.device == device]
 
@@ -502,6 +549,8 @@ _multicore = False
 
 def multicore() -> bool:
     """True once memory has been allocated on a NeuronCore other than 0."""
+    if _cpp is not None:
+        return _cpp.multicore()
     return _multicore
 
 
@@ -533,6 +582,8 @@ def pinned_storage(nbytes: int) -> torch.UntypedStorage:
     import numpy as np
 
     nbytes = int(nbytes)
+    if _cpp is not None:  # ATen's pinned allocator: the C++ core's (PrivateUse1 hooks)
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).untyped_storage()
     # NumPy owns the buffer: torch.from_numpy keeps the array alive exactly as long as the
     # storage, and a weak reference to the array says when that was
     array = np.empty(max(nbytes, 1), dtype=np.uint8)
@@ -552,6 +603,8 @@ def pinned_empty_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised CPU tensor in pinned memory with this geometry."""
     size = [int(s) for s in size]
     stride = [int(s) for s in stride]
+    if _cpp is not None:
+        return torch.empty_strided(size, stride, dtype=dtype, pin_memory=True)
     st = pinned_storage(storage_nbytes(size, stride, dtype.itemsize))
     return torch.empty(0, dtype=dtype).set_(st, 0, size, stride)
 
@@ -560,10 +613,14 @@ def is_pinned(t: torch.Tensor) -> bool:
     """True if CPU tensor ``t`` lives in pinned memory trnscope allocated."""
     if t.device.type != "cpu":
         return False
+    if _cpp is not None:
+        return _cpp.is_pinned(t)
     return t.untyped_storage().data_ptr() in _pinned
 
 
 def pinned_stats() -> dict[str, int]:
+    if _cpp is not None:
+        return dict(zip(("current", "peak", "allocated", "freed", "count"), _cpp.pinned_stats()))
     with _lock:
         return dict(_pinned_stats)
 

@@ -27,10 +27,10 @@ import torch
 from . import memory
 
 BACKEND = "neuron"
-_FILLED = ("zeros", "ones", "full", "tensor", "zeros_like", "ones_like", "full_like")
-_UNFILLED = ("empty", "empty_strided", "empty_like")
+# the factories whose C++ path asks the pinned allocator directly: name -> whether it fills
+FACTORIES = {**dict.fromkeys(("zeros", "ones", "full", "tensor", "zeros_like", "ones_like", "full_like"), True),
+             **dict.fromkeys(("empty", "empty_strided", "empty_like"), False)}
 _lib: torch.library.Library | None = None
-_originals: dict[str, object] = {}
 
 
 def _check_target(device) -> None:
@@ -60,9 +60,9 @@ def _is_pinned_device(self, device=None):
     return False
 
 
-def _wrap_factory(name: str, fill: bool):
-    original = getattr(torch, name)
-    _originals[name] = original
+def wrap_factory(original, name: str, fill: bool):
+    """``torch.<name>`` that serves ``pin_memory=True`` from :mod:`.memory`'s pinned memory
+    (applied by :mod:`.torch_adaptations`, "pinned_factories")."""
 
     @functools.wraps(original)
     def factory(*args, **kwargs):
@@ -80,12 +80,15 @@ def _wrap_factory(name: str, fill: bool):
             out.copy_(t)
         return out.requires_grad_(True) if requires_grad else out
 
-    factory.__trnscope_pinned__ = True
     return factory
 
 
-def register() -> None:
-    """Install the kernels and factory wrappers (once)."""
+def kernels_registered() -> bool:
+    return _lib is not None
+
+
+def register_kernels() -> None:
+    """The pinning kernels (once; applied by :mod:`.torch_adaptations`, "pin_kernels")."""
     global _lib
     if _lib is not None:
         return
@@ -94,8 +97,4 @@ def register() -> None:
     lib.impl("is_pinned", _is_pinned_cpu, "CPU")
     lib.impl("_pin_memory", _pin_memory_device, "PrivateUse1")
     lib.impl("is_pinned", _is_pinned_device, "PrivateUse1")
-    for names, fill in ((_FILLED, True), (_UNFILLED, False)):
-        for name in names:
-            if not getattr(getattr(torch, name), "__trnscope_pinned__", False):
-                setattr(torch, name, _wrap_factory(name, fill))
     _lib = lib

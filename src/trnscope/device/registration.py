@@ -2,10 +2,10 @@
 
 The steps are those of ``torch.utils.backend_registration._setup_privateuseone_for_python_backend``
 (rename the backend, generate the ``.neuron()``/``.is_neuron`` methods, register the device
-module, the Python PrivateUse1 hooks and device guard), done one by one so that each failure
-says what went wrong, followed by the kernels (``torch.library``), a storage deserializer for
-``torch.load(..., map_location="neuron")`` and a guard on ``torch.UntypedStorage(..., device=
-"neuron")``.
+module, and the PrivateUse1 hooks and device guard: the C++ core's (:mod:`._core`), else the
+Python ones), done one by one so that each failure says what went wrong, followed by the kernels
+(``torch.library``), a storage deserializer for ``torch.load(..., map_location="neuron")`` and the
+adaptations of torch internals the path needs (:mod:`.torch_adaptations`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 
 import torch
 
-from . import _devices, accelerator, autocast, kernels, memory, neuron, pinned
+from . import _core, _devices, autocast, kernels, memory, neuron, torch_adaptations
 
 BACKEND = _devices.BACKEND
 _DEFAULT_NAME = "privateuseone"
@@ -73,58 +73,25 @@ def register() -> None:
     if existing is not None and existing is not neuron:
         raise _conflict(f"torch.{BACKEND} already exists ({existing!r})")
 
+    if _core.CORE is not None and _core.CORE.hooks_registered():
+        raise _conflict("PrivateUse1 hooks are already registered (a C++ backend is loaded)")
     torch.utils.rename_privateuse1_backend(BACKEND)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     torch._register_device_module(BACKEND, neuron)
-    if not torch._C._acc.register_python_privateuseone_hook(_hooks):
-        raise _conflict("PrivateUse1 hooks are already registered (a C++ backend is loaded)")
-    if not torch._C._acc.register_python_privateuseone_device_guard(_guard):
-        raise _conflict("a PrivateUse1 device guard is already registered (a C++ backend is loaded)")
+    if _core.CORE is not None:  # guard, allocator, hooks and pinned memory registered in C++
+        _core.install()
+    else:
+        if not torch._C._acc.register_python_privateuseone_hook(_hooks):
+            raise _conflict("PrivateUse1 hooks are already registered (a C++ backend is loaded)")
+        if not torch._C._acc.register_python_privateuseone_device_guard(_guard):
+            raise _conflict("a PrivateUse1 device guard is already registered (a C++ backend is loaded)")
     kernels.register()
-    pinned.register()
-    accelerator.install()
     autocast.register()
     torch.serialization.register_package(15, _location_tag, _restore_location)
-    _guard_storage_constructor()
-    _hold_clock_while_profiling()
+    torch_adaptations.install(cpp=_core.CORE is not None)
     _registered = True
-
-
-# --- the runtime clock's history while torch.profiler records -----------------------------------
-
-
-def _hold_clock_while_profiling() -> None:
-    """Profiles map the real timestamps torch.profiler takes onto the emulated clock, which needs
-    the clock's history of the recording stretch (see :mod:`trnscope.runtime.clock`). Every
-    profiler in ``torch.autograd.profiler`` calls ``_run_on_profiler_start()`` before it enables
-    recording and ``_run_on_profiler_stop()`` after it disables it (module globals, looked up at
-    each call): the clock is held in between. Should torch drop them, the clock is held for good,
-    which is always correct and costs memory (the history grows with every op)."""
-    from .. import runtime
-
-    prof = torch.autograd.profiler
-    start = getattr(prof, "_run_on_profiler_start", None)
-    stop = getattr(prof, "_run_on_profiler_stop", None)
-    if getattr(start, "__trnscope_clock__", False):
-        return
-    clock = runtime.CLOCK
-    if not (callable(start) and callable(stop)):
-        clock.hold()
-        return
-
-    def _run_on_profiler_start():
-        clock.hold()
-        start()
-
-    def _run_on_profiler_stop():
-        stop()
-        clock.release()
-
-    _run_on_profiler_start.__trnscope_clock__ = True
-    prof._run_on_profiler_start = _run_on_profiler_start
-    prof._run_on_profiler_stop = _run_on_profiler_stop
 
 
 # --- torch.load(map_location="neuron") ---------------------------------------------------------
@@ -157,17 +124,10 @@ def storage_to_device(obj, device="neuron") -> torch.UntypedStorage:
 
 # --- torch.UntypedStorage(..., device="neuron") ------------------------------------------------
 
-_storage_new = None
-
-
-def _guard_storage_constructor() -> None:
-    """``torch.UntypedStorage(n, device="neuron")`` asks ATen for the PrivateUse1 allocator, which
-    a Python backend cannot register (it would dereference a null allocator); build such storages
-    through trnscope's allocator instead."""
-    global _storage_new
-    if _storage_new is not None:
-        return
-    original = torch.UntypedStorage.__new__
+def storage_new(original):
+    """``torch.UntypedStorage.__new__`` that builds ``neuron`` storages through trnscope's allocator:
+    ``torch.UntypedStorage(n, device="neuron")`` asks ATen for the PrivateUse1 allocator, which a
+    Python backend cannot register (applied by :mod:`.torch_adaptations`, "storage_new")."""
 
     def __new__(cls, *args, **kwargs):
         device = kwargs.get("device")
@@ -183,5 +143,4 @@ def _guard_storage_constructor() -> None:
                 return storage_to_device(original(cls, *args, **rest), dev)
         return original(cls, *args, **kwargs)
 
-    torch.UntypedStorage.__new__ = __new__
-    _storage_new = __new__
+    return __new__

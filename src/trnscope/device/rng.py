@@ -18,15 +18,19 @@ from typing import Iterator
 import torch
 
 from . import _devices
+from ._core import CORE as _cpp
 
 _lock = threading.RLock()
 _generators: dict[int, torch.Generator] = {}
 
 
 def generator(device: int = 0) -> torch.Generator:
+    """Core ``device``'s generator: on the C++ path the default generator ATen's hooks give for
+    ``neuron:device`` (a CPU generator labelled with the device), else a CPU generator of our own;
+    seeded like the CPU's at first use."""
     g = _generators.get(device)
     if g is None:
-        g = torch.Generator()
+        g = _cpp.default_generator(device) if _cpp is not None else torch.Generator()
         g.manual_seed(torch.default_generator.initial_seed())
         _generators[device] = g
     return g

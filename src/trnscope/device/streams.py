@@ -32,6 +32,7 @@ import torch
 
 from .. import runtime
 from . import _devices
+from ._core import CORE as _cpp
 
 BACKEND = _devices.BACKEND
 _PRIVATEUSE1 = int(torch._C._autograd.DeviceType.PrivateUse1)
@@ -39,6 +40,8 @@ _stream_ids: dict[int, "itertools.count[int]"] = {}
 
 
 def _new_stream_id(index: int) -> int:
+    if _cpp is not None:  # one sequence with the C++ guard's getNewStream
+        return _cpp.new_stream_id(index)
     ids = _stream_ids.get(index)
     if ids is None:
         ids = _stream_ids[index] = itertools.count(1)
@@ -118,7 +121,20 @@ def _make_current(index: int, stream: Stream | None) -> None:
         _current.pop(index, None)
     else:
         _current[index] = stream
-    runtime.core(index).current_stream = stream.stream_id if stream is not None else 0
+    sid = stream.stream_id if stream is not None else 0
+    runtime.core(index).current_stream = sid
+    if _cpp is not None:
+        _cpp.set_stream_id(index, sid)
+
+
+def stream_changed(index: int, stream_id: int) -> None:
+    """The C++ guard made ``stream_id`` current on core ``index`` (a stream guard in ATen or
+    autograd, torch.accelerator.set_stream): follow it."""
+    if stream_id == 0:
+        _current.pop(index, None)
+    else:
+        _current[index] = Stream(stream_id=stream_id, device_index=index, device_type=_PRIVATEUSE1)
+    runtime.core(index).current_stream = stream_id
 
 
 def set_stream(stream: Stream | None) -> None:

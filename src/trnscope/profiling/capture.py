@@ -44,7 +44,7 @@ from .correlate import MARKER_PREFIX, SPAN_PREFIX, ClockMap, epoch_offset_ns
 from .hostsamples import HostSampler
 
 BACKEND = "neuron"
-TORCH_PINNED = "2.13"
+
 _RF = torch._C._profiler._RecordFunctionFast
 
 
@@ -87,22 +87,15 @@ _memory = None
 
 
 def _memory_allocated(nc: int) -> int:
-    """Bytes allocated on NeuronCore ``nc`` (the HBM usage sample taken at each execution).
-
-    Read straight from the allocator's live counters: ``memory.stats()`` copies every counter
-    under the allocator's lock, which cost more than the rest of the per-execution hook together
-    (about 9 µs of 15 in the naive-RMSNorm loop). One int attribute read needs no lock under the
-    GIL; racing an allocation on another thread it sees the value before or after, both valid."""
+    """Bytes allocated on NeuronCore ``nc`` (the HBM usage sample taken at each execution): one
+    live counter (``memory.stats()`` copies every counter, which cost more than the rest of the
+    per-execution hook together)."""
     global _memory
     if _memory is None:
         from ..device import memory
 
         _memory = memory
-    live = getattr(_memory, "_stats", None)
-    if type(live) is not dict:  # the allocator changed its internals: take the documented path
-        return _memory.stats(nc).allocated
-    st = live.get(nc)
-    return st.allocated if st is not None else 0
+    return _memory.allocated_bytes(nc)
 
 
 def _device_bytes() -> int:
@@ -365,11 +358,11 @@ class Window:
             warn_once(self.config, "hook", f"recording hook failed: {self.hook_errors[0]}")
 
 
-# --- torch hooks --------------------------------------------------------------------------------
+# --- torch hooks (applied by trnscope.device.torch_adaptations, "profiler_capture") ----------
 
-_Profile = _autograd_profiler.profile
-_ORIG: dict[str, object] = {}
-_EXPECTED = {
+Profile = _autograd_profiler.profile
+ORIGINALS: dict[str, object] = {}  # torch's methods, which the replacements call
+EXPECTED = {
     "_start_trace": ["self"],
     "__exit__": ["self", "exc_type", "exc_val", "exc_tb"],
     "_parse_kineto_results": ["self", "result", "timeout_s"],
@@ -377,19 +370,9 @@ _EXPECTED = {
 }
 
 
-def check_torch_internals() -> list[str]:
-    """What of the torch internals trnscope relies on is missing or changed ([] when all is well)."""
+def check_other_internals() -> list[str]:
+    """The profiler internals the capture reads without replacing them."""
     problems = []
-    if not torch.__version__.startswith(TORCH_PINNED):
-        problems.append(f"torch {torch.__version__} (trnscope.profiling is written against torch {TORCH_PINNED})")
-    for name, params in _EXPECTED.items():
-        fn = _ORIG.get(name) or getattr(_Profile, name, None)
-        if fn is None:
-            problems.append(f"torch.autograd.profiler.profile.{name} is gone")
-            continue
-        got = list(inspect.signature(fn).parameters)
-        if got != params:
-            problems.append(f"torch.autograd.profiler.profile.{name}{tuple(got)} != expected {tuple(params)}")
     if not hasattr(torch._C._profiler, "_RecordFunctionFast"):
         problems.append("torch._C._profiler._RecordFunctionFast is gone")
     sig = inspect.signature(torch.autograd.profiler_util.FunctionEvent.__init__)
@@ -399,12 +382,19 @@ def check_torch_internals() -> list[str]:
     return problems
 
 
+def check_torch_internals() -> list[str]:
+    """What of the torch internals trnscope relies on is missing or changed ([] when all is well)."""
+    from ..device import torch_adaptations
+
+    return torch_adaptations.check()
+
+
 def _window_of(prof) -> "Window | None":
     return getattr(prof, "_trnscope_window", None)
 
 
 def _start_trace(self):
-    _ORIG["_start_trace"](self)
+    ORIGINALS["_start_trace"](self)
     cfg = getattr(self, "experimental_config", None)
     if isinstance(cfg, NeuronConfig):
         global _active
@@ -431,14 +421,14 @@ def _exit(self, exc_type, exc_val, exc_tb):
         with _active_lock:
             if _active is w:
                 _active = None
-    result = _ORIG["__exit__"](self, exc_type, exc_val, exc_tb)
+    result = ORIGINALS["__exit__"](self, exc_type, exc_val, exc_tb)
     if closing:
         w.warn_about_close()
     return result
 
 
 def _parse_kineto_results(self, result, timeout_s=None):
-    events = _ORIG["_parse_kineto_results"](self, result, timeout_s=timeout_s)
+    events = ORIGINALS["_parse_kineto_results"](self, result, timeout_s=timeout_s)
     w = _window_of(self)
     if w is None or w.open:
         return events
@@ -450,35 +440,29 @@ def _parse_kineto_results(self, result, timeout_s=None):
 def _export_chrome_trace(self, path, metadata=None, use_python_export=False):
     w = _window_of(self)
     if w is None or w.open or use_python_export or self.kineto_results is None:
-        return _ORIG["export_chrome_trace"](self, path, metadata, use_python_export)
+        return ORIGINALS["export_chrome_trace"](self, path, metadata, use_python_export)
     from .framework_trace import write_framework_trace
 
     write_framework_trace(self, w, path)
 
 
+REPLACEMENTS = {"_start_trace": _start_trace, "__exit__": _exit, "_parse_kineto_results": _parse_kineto_results,
+                "export_chrome_trace": _export_chrome_trace}
+
+
 def install() -> None:
     """Install the hooks (idempotent). Raises RuntimeError if torch's internals moved."""
-    if _ORIG:
-        return
-    missing = [n for n in _EXPECTED if not hasattr(_Profile, n)]
-    if missing:
-        raise RuntimeError(f"trnscope.profiling cannot hook torch {torch.__version__}: "
-                           f"torch.autograd.profiler.profile lacks {missing}; it supports torch {TORCH_PINNED}")
-    problems = check_torch_internals()
+    from ..device import torch_adaptations
+
+    torch_adaptations.apply("profiler_capture")
+    problems = check_other_internals()
     if problems:
         warnings.warn("trnscope.profiling: torch internals differ from what it was written for: "
                       + "; ".join(problems), NeuronProfilerWarning)
-    for name, fn in (("_start_trace", _start_trace), ("__exit__", _exit),
-                     ("_parse_kineto_results", _parse_kineto_results),
-                     ("export_chrome_trace", _export_chrome_trace)):
-        _ORIG[name] = getattr(_Profile, name)
-        fn.__name__ = name
-        fn.__doc__ = getattr(_ORIG[name], "__doc__", None)
-        setattr(_Profile, name, fn)
 
 
 def installed() -> bool:
-    return bool(_ORIG) and getattr(_Profile, "_start_trace") is _start_trace
+    return bool(ORIGINALS) and getattr(Profile, "_start_trace") is _start_trace
 
 
 def active_window() -> "Window | None":

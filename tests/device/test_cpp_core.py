@@ -1,0 +1,195 @@
+"""The C++ core of the device (``trnscope.device._core``) and the Python path beside it.
+
+The suite runs on whichever path this machine gives (the C++ core when it builds); the tests here
+run a representative set of the device tests on the other path in a subprocess, check what only
+the C++ registrations can give PyTorch, and that a machine that cannot build the core gets one
+clear message and a working device.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import trnscope.device  # noqa: F401
+from trnscope.device import _core
+
+REPO = Path(__file__).resolve().parents[2]
+cpp_only = pytest.mark.skipif(_core.CORE is None, reason="the C++ core is not loaded (TRNSCOPE_CPP=0 or no build)")
+
+# the device tests that pin the contract on both paths: tensors and views, memory accounting,
+# several cores and torch.accelerator, training, the runtime's dispatch plans and host time
+BOTH_PATHS = (
+    "tests/device/test_device_tensors.py",
+    "tests/device/test_device_memory.py",
+    "tests/device/test_device_multicore.py",
+    "tests/device/test_device_training.py",
+    "tests/device/test_host_time.py",
+    "tests/runtime/test_dispatch_plans.py",
+)
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env.update(extra)
+    return env
+
+
+@pytest.mark.slow
+@cpp_only
+def test_the_python_path_passes_the_device_tests():
+    """This run is on the C++ path: the same tests pass with TRNSCOPE_CPP=0."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *BOTH_PATHS],
+                         cwd=REPO, env=_env(TRNSCOPE_CPP="0"), capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_core.CORE is not None or os.environ.get(_core.ENV) == "0",
+                    reason="this run is on the C++ path, or the Python path was chosen")
+def test_the_cpp_path_passes_the_device_tests():  # pragma: no cover - a machine that cannot build
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *BOTH_PATHS],
+                         cwd=REPO, env=_env(TRNSCOPE_CPP="1"), capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+@cpp_only
+def test_factories_without_an_index_use_the_current_core():
+    """ATen fills in a missing index from the device guard: only a C++ guard can answer it."""
+    try:
+        torch.neuron.set_device(1)
+        assert torch.tensor([1.0, 2.0], device="neuron").device == torch.device("neuron", 1)
+        assert torch.as_tensor([1, 2], device="neuron").device.index == 1
+        assert torch.UntypedStorage(8, device="neuron").device == torch.device("neuron", 1)
+        assert torch.Generator(device="neuron").device == torch.device("neuron", 1)
+    finally:
+        torch.neuron.set_device(0)
+
+
+@cpp_only
+def test_every_factory_pins_through_the_hooks():
+    """pin_memory=True reaches the C++ pinned allocator from every factory, not only wrapped ones."""
+    assert torch.rand(3, pin_memory=True).is_pinned()
+    assert torch.arange(4, pin_memory=True).is_pinned()
+    assert not torch.ones(2).is_pinned()
+
+
+@cpp_only
+def test_autograd_gives_each_core_its_own_device_thread():
+    x = torch.ones(4, device="neuron:3", requires_grad=True)
+    (x * x).sum().backward()
+    assert x.grad.device.index == 3 and x.grad.cpu().tolist() == [2.0] * 4
+    assert torch._C._is_multithreading_enabled()
+
+
+@cpp_only
+def test_torch_events_time_on_the_device_clock():
+    a = torch.randn(512, 512, device="neuron")
+    start = torch.Event(device="neuron", enable_timing=True)
+    end = torch.Event(device="neuron", enable_timing=True)
+    start.record()
+    a @ a
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) > 0
+
+
+def test_a_machine_that_cannot_build_gets_one_message_and_a_working_device(tmp_path):
+    code = textwrap.dedent("""
+        import warnings
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as seen:
+            import torch, trnscope
+            from trnscope.device import _core
+            x = torch.arange(4.0, device="neuron") * 2
+        mine = [w for w in seen if w.category is _core.CppCoreUnavailable]
+        assert _core.CORE is None and len(mine) == 1, [str(w.message) for w in seen]
+        assert "TRNSCOPE_CPP=0" in str(mine[0].message) and "compiler" in str(mine[0].message)
+        assert x.cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+    """)
+    env = _env(TRNSCOPE_CPP_BUILD_DIR=str(tmp_path / "build"), CXX=str(tmp_path / "no-such-compiler"))
+    env.pop(_core.ENV, None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def test_cpp_1_requires_the_core(tmp_path):
+    env = _env(TRNSCOPE_CPP="1", TRNSCOPE_CPP_BUILD_DIR=str(tmp_path / "build"), CXX=str(tmp_path / "nothing"))
+    out = subprocess.run([sys.executable, "-c", "import torch, trnscope"], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode != 0 and "TRNSCOPE_CPP=1 but the C++ core could not be built" in out.stderr
+
+
+def test_torch_adaptations_are_declared_checked_and_only_those_of_the_path():
+    from trnscope.device import torch_adaptations as ta
+
+    assert ta.check() == []
+    expected = {a.name for a in ta.active(_core.CORE is not None)}
+    assert set(ta.applied()) <= expected and "profiler_clock" in ta.applied()
+    if _core.CORE is not None:
+        assert expected == {"profiler_clock", "profiler_capture"}
+        assert torch.Tensor.to is ta.original(torch.Tensor, "to")  # torch's own
+    for a in ta.ADAPTATIONS.values():
+        assert a.replaces and a.why
+
+
+def test_an_adaptation_refuses_a_torch_that_moved_what_it_replaces(monkeypatch):
+    from trnscope.device import torch_adaptations as ta
+
+    monkeypatch.setitem(ta._applied, "profiler_clock", False)
+    monkeypatch.setattr(torch.autograd.profiler, "_run_on_profiler_start", None)
+    monkeypatch.setitem(ta._originals, (id(torch.autograd.profiler), "_run_on_profiler_start"), None)
+    with pytest.raises(ta.TorchChanged, match="_run_on_profiler_start is gone"):
+        ta.apply("profiler_clock")
+
+
+_TIMELINE = textwrap.dedent("""
+    import json, warnings
+    warnings.simplefilter("ignore")
+    import torch, trnscope
+    from trnscope import runtime
+    from trnscope.device import _core
+    torch.manual_seed(0)
+    cores = [runtime.core(0), runtime.core(1)]
+    for c in cores:
+        c.recording = True
+    start = runtime.CLOCK.now()
+    w = torch.randn(64, 64).to("neuron", non_blocking=True)
+    x = torch.randn(8, 64, device="neuron", requires_grad=True)
+    for _ in range(3):
+        y = torch.relu(x @ w) * 2 + 1
+        y.sum().backward()
+    torch.neuron.set_device(1)
+    z = torch.ones(32, device="neuron") * 3
+    back = (z + w[0, :32].to("neuron:1")).cpu()
+    torch.neuron.synchronize(0)
+    torch.neuron.synchronize(1)
+    rows = [(r.kind, r.op, r.device, r.host_start_ns - start, r.host_end_ns - start, r.device_start_ns - start,
+             r.device_end_ns - start, r.bytes) for c in cores for r in c.records]
+    print(json.dumps({"cpp": _core.CORE is not None, "rows": rows, "end": runtime.CLOCK.now() - start}))
+""")
+
+
+@pytest.mark.slow
+@cpp_only
+def test_both_paths_give_the_same_modelled_timeline(tmp_path):
+    """In modelled host-time mode the clock advances by the host-cost model only, so the C++ core
+    must leave every execution's host and device times exactly where the Python path puts them.
+    (Each run has a NEFF cache of its own: a kernel loaded from disk costs less than one compiled.)"""
+    import json
+
+    runs = {}
+    for flag in ("1", "0"):
+        cache = str(tmp_path / f"neff-{flag}")
+        env = _env(TRNSCOPE_CPP=flag, TRNSCOPE_HOST_TIME="modelled", TRNSCOPE_NEFF_CACHE_DIR=cache,
+                   TORCH_NEURONX_NEFF_CACHE_DIR=cache)
+        out = subprocess.run([sys.executable, "-c", _TIMELINE], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs[flag] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert runs["1"]["cpp"] and not runs["0"]["cpp"]
+    assert len(runs["1"]["rows"]) > 10
+    assert runs["1"]["rows"] == runs["0"]["rows"] and runs["1"]["end"] == runs["0"]["end"]
