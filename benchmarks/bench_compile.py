@@ -98,7 +98,11 @@ def llama7b_report(cases: str = "mlp,layer") -> None:
             fn, args = make()
             compiled = torch.compile(fn, backend="neuron")
             for mode, f in (("eager", fn), ("compiled", compiled)):
-                n, busy, flops, hbm = device_metrics(f, *args)
+                try:
+                    n, busy, flops, hbm = device_metrics(f, *args)
+                except RuntimeError as exc:  # reported, so the other cases still run
+                    print(f"{spec.name} {label:23s} {mode:8s} failed: {str(exc).splitlines()[0][:160]}", flush=True)
+                    continue
                 mfu = 100 * flops / (peak * busy * 1e-9) if busy else 0.0
                 print(f"{spec.name} {label:23s} {mode:8s} {n:5.0f} dispatches  device {busy / 1e6:8.3f} ms  "
                       f"MFU {mfu:5.1f}%  HBM {hbm / 2**20:8.1f} MiB", flush=True)
