@@ -32,7 +32,10 @@ def core(index: int = 0) -> NeuronCoreRuntime:
 
 
 def cores() -> list[NeuronCoreRuntime]:
-    return list(_cores.values())
+    """The runtimes made so far of the NeuronCores the current target has (a switch to fewer cores,
+    e.g. LNC=1 to LNC=2, leaves the others behind)."""
+    n = get_spec().cores_per_chip
+    return [rt for i, rt in _cores.items() if i < n]
 
 
 def synchronize_all() -> int:
