@@ -37,10 +37,12 @@ def parse_lnc(value: str | int, spec: HardwareSpec, origin: str = LNC_ENV_VAR) -
     except ValueError:
         n = None
     if n not in spec.lnc_supported:
+        hint = ""
+        if origin == LNC_ENV_VAR:
+            hint = (f" ({spec.name} has no logical-core pairing: unset {origin} or set it to 1)"
+                    if spec.lnc_supported == (1,) else f" (unset it for the default, {spec.lnc_default})")
         raise LncConfigError(
-            f"{origin}={value!r} is not supported on {spec.name} ({spec.neuroncore}): allowed values are {allowed}"
-            + (" (trn1 has no logical-core pairing; unset the variable or set it to 1)" if spec.lnc_supported == (1,)
-               else f" (unset it for the default, {spec.lnc_default})"))
+            f"{origin}={value!r} is not supported on {spec.name} ({spec.neuroncore}): allowed values are {allowed}{hint}")
     return n
 
 

@@ -32,10 +32,10 @@ def core(index: int = 0) -> NeuronCoreRuntime:
 
 
 def cores() -> list[NeuronCoreRuntime]:
-    """The runtimes created so far for NeuronCores the current target has (a runtime left from a
-    target with more cores, e.g. trn2 at LNC=1 before LNC=2, is not one of them)."""
-    count = get_spec().cores_per_chip
-    return [rt for i, rt in sorted(_cores.items()) if i < count]
+    """The runtimes made so far of the NeuronCores the current target has (a switch to fewer cores,
+    e.g. LNC=1 to LNC=2, leaves the others behind)."""
+    n = get_spec().cores_per_chip
+    return [rt for i, rt in _cores.items() if i < n]
 
 
 def synchronize_all() -> int:
