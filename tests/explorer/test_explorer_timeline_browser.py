@@ -249,3 +249,21 @@ def test_step_overview_bars_open_their_step(page, ids):
     step = page.evaluate(f"() => {TL}.selected")
     t0, t1 = page.evaluate(f"() => [{TL}.t0, {TL}.t1]")
     assert t0 <= step["ts"] and step["ts"] + step["dur"] <= t1
+
+
+def test_compiled_neff_instructions_grouped_by_op_and_source_line(page, ids, server):
+    _, app = server
+    session = app.state.explorer.session(ids["steps"])
+    neff = session.analysis.device.neffs[0]
+    open_hash(page, f"#/p/{ids['steps']}/device/{neff.neff_id}/{next(iter(neff.ntff))}")
+    wait_timeline(page)
+    page.wait_for_selector("details.op-times table.op-time tr td")
+    ops = page.locator("details.op-times table.op-time tr td:first-child").all_inner_texts()
+    # the fused RMSNorm graph's members (a script run with `python -c` has no source file, so no
+    # line is added here; the label is `<op> (<file>:<line>)` when the FX node's stack trace has one)
+    assert len(ops) >= 3 and "(no op)" not in ops, ops
+    assert any(op.startswith("aten::mul") for op in ops) and any(op.startswith("aten::rsqrt") for op in ops), ops
+    legend = page.locator(".device-info .legend").inner_text()
+    assert ops[0] in legend  # the colours of the timeline are these ops'
+    page.wait_for_timeout(150)
+    shot(page, "30-compiled-neff-by-op")

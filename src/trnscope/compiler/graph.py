@@ -14,6 +14,8 @@ them. Views cost nothing: they are new access patterns over the same HBM bytes.
 from __future__ import annotations
 
 import math
+import os
+import re
 import operator
 from dataclasses import dataclass, field
 from math import prod
@@ -267,43 +269,55 @@ class GraphCompiler:
             tiles: dict[fx.Node, AP] = {}
             fresh: list[AP] = []
             for k, a in enumerate(externals):
-                role = self._role(_val(a), g)
-                val = self._materialized(a)
-                if role == "weight":
-                    if a not in weights:
-                        w = kb.tile(P, (g.h,), val.meta.dtype)
-                        kb.dma(queues[1], hbm(val.hbm, min(P, g.rows), 0, [(val.meta.stride[-1], g.h)],
-                                              val.meta.dtype, offset=val.meta.offset), w.rows(0, min(P, g.rows)))
-                        weights[a] = w
-                    tiles[a] = weights[a].rows(0, rows)
-                    continue
-                if role == "scalar":
-                    t = kb.tile(rows, (1,), val.meta.dtype)
-                    kb.dma(queues[k % 2], hbm(val.hbm, rows, 0, [(1, 1)], val.meta.dtype, offset=val.meta.offset), t)
-                    tiles[a] = t
-                    fresh.append(t)
-                    continue
-                cols = g.h if role == "full" else 1
-                pstride, cstride = _row_strides(val.meta, g)
-                t = kb.tile(rows, (cols,), val.meta.dtype)
-                kb.dma(queues[k % 2], hbm(val.hbm, rows, pstride, [(cstride, cols)], val.meta.dtype,
-                                          offset=val.meta.offset + r0 * pstride), t)
-                tiles[a] = t
-                fresh.append(t)
+                # an operand's loads belong to the first member that reads it
+                with self.program.origin(member_label(next(n for n in g.nodes if a in n.args))):
+                    self._load_external(k, a, g, rows, r0, queues, weights, tiles, fresh)
             for n in g.nodes:
                 if n in squares:
                     continue  # folded into the reduction that consumes it
-                out = self._emit_member(n, g.h, rows, g.h, tiles, squares, temps=fresh)
-                tiles[n] = out
-                fresh.append(out)
-                if n in needed:
-                    val = self.values[n]
-                    cols = out.free_size
-                    kb.dma(q_out, out, hbm(val.hbm, rows, cols if cols > 1 else 1, [(1, cols)], val.meta.dtype,
-                                           offset=r0 * (cols if cols > 1 else 1)))
+                # each member's instructions carry its op and source line: the device view groups and
+                # colours a fused NEFF's instructions by the op (and line) they came from
+                with self.program.origin(member_label(n)):
+                    out = self._emit_member(n, g.h, rows, g.h, tiles, squares, temps=fresh)
+                    tiles[n] = out
+                    fresh.append(out)
+                    if n in needed:
+                        val = self.values[n]
+                        cols = out.free_size
+                        kb.dma(q_out, out, hbm(val.hbm, rows, cols if cols > 1 else 1, [(1, cols)], val.meta.dtype,
+                                               offset=r0 * (cols if cols > 1 else 1)))
             kb.release(*held)
             held = fresh
         kb.release(*held, *weights.values())
+
+    def _load_external(self, k: int, a: fx.Node, g: Group, rows: int, r0: int, queues, weights: dict,
+                       tiles: dict, fresh: list) -> None:
+        """Load operand ``a`` (from outside the group) for the row tile at ``r0``: a weight once for all
+        tiles, a per-row scalar, or the tile's rows (full width or one column)."""
+        kb = self.kb
+        role = self._role(_val(a), g)
+        val = self._materialized(a)
+        if role == "weight":
+            if a not in weights:
+                w = kb.tile(P, (g.h,), val.meta.dtype)
+                kb.dma(queues[1], hbm(val.hbm, min(P, g.rows), 0, [(val.meta.stride[-1], g.h)],
+                                      val.meta.dtype, offset=val.meta.offset), w.rows(0, min(P, g.rows)))
+                weights[a] = w
+            tiles[a] = weights[a].rows(0, rows)
+            return
+        if role == "scalar":
+            t = kb.tile(rows, (1,), val.meta.dtype)
+            kb.dma(queues[k % 2], hbm(val.hbm, rows, 0, [(1, 1)], val.meta.dtype, offset=val.meta.offset), t)
+            tiles[a] = t
+            fresh.append(t)
+            return
+        cols = g.h if role == "full" else 1
+        pstride, cstride = _row_strides(val.meta, g)
+        t = kb.tile(rows, (cols,), val.meta.dtype)
+        kb.dma(queues[k % 2], hbm(val.hbm, rows, pstride, [(cstride, cols)], val.meta.dtype,
+                                  offset=val.meta.offset + r0 * pstride), t)
+        tiles[a] = t
+        fresh.append(t)
 
     def _square_feeding_reduce(self, nodes) -> set[fx.Node]:
         """Squares whose only user is a sum/mean of the group: one ACTIVATE(square, accumulate) does both."""
@@ -605,3 +619,20 @@ def compile_graph(gm: fx.GraphModule, spec: HardwareSpec | None = None, name: st
     program = spread(build, spec)
     compiled = next(c for c in reversed(made) if c.program is program)
     return compiled
+
+
+def source_line(n: fx.Node) -> str:
+    """The user's source line an FX node came from (the last frame of its ``stack_trace``), as
+    ``file.py:12``; "" when the graph does not say."""
+    found = re.findall(r'File "([^"]+)", line (\d+)', n.meta.get("stack_trace") or "")
+    if not found:
+        return ""
+    path, line = found[-1]
+    return f"{os.path.basename(path)}:{line}"
+
+
+def member_label(n: fx.Node) -> str:
+    """The framework-op label of a fused member's instructions: its ATen op and source line."""
+    name = op_name(n.target) if isinstance(n.target, torch._ops.OpOverload) else str(n.target)
+    line = source_line(n)
+    return f"{name} ({line})" if line else name

@@ -42,10 +42,38 @@ class DeviceView(TimelineView):
             "instructions_written": header.get("instructions_written"),
             "summary": header.get("summary") or {},
             "framework_ops": ops,
+            # a compiled NEFF holds many ops: each one's instructions and the time they ran
+            "op_table": self.op_table(),
             "executions": [self._execution(e) for e in header.get("executions") or []],
             # peak SBUF/PSUM usage per space; empty for NTFFs written before the allocation table
             "memory": self.device.memory,
         }
+
+    def op_table(self) -> list[dict]:
+        """Per originating framework op (with its source line inside a compiled graph): the
+        instruction count, the time any of its instructions ran (busy) and its share of the
+        NEFF's time, HBM bytes and model FLOPs, busiest first."""
+        import numpy as np
+
+        from ..analysis.utilization import union_length
+
+        t = self.device.instruction_table
+        ops = t.get("framework_op")
+        if ops is None or not len(ops):
+            return []
+        total = float((self.device.header.get("summary") or {}).get("total_time_ns") or 0.0)
+        names = np.array([str(o) if o else "(no op)" for o in ops], dtype=object)
+        start, end = np.asarray(t["start_ns"], float), np.asarray(t["end_ns"], float)
+        hbm = np.asarray(t.get("hbm_read_bytes", 0), float) + np.asarray(t.get("hbm_write_bytes", 0), float)
+        flops = np.asarray(t.get("model_flops", np.zeros(len(names))), float)
+        rows = []
+        for op in sorted(set(names.tolist())):
+            mine = names == op
+            busy = float(union_length(start[mine], end[mine]))
+            rows.append({"op": op, "instructions": int(mine.sum()), "busy_ns": busy,
+                         "share": busy / total if total else None, "hbm_bytes": int(hbm[mine].sum()),
+                         "model_flops": float(flops[mine].sum())})
+        return sorted(rows, key=lambda r: -r["busy_ns"])
 
     def _execution(self, execution: dict) -> dict:
         """An execution with where it sits in the system trace, so the browser can jump back to

@@ -72,7 +72,22 @@ function header(layout, id, seq) {
         ...memoryFigures(layout.memory || {})),
       el("div.engines", {}, bars)),
     el("div.legend", {}, el("span.muted", {}, "Colour = originating op: "), legend),
+    opTable(layout.op_table || []),
     executions.length ? el("details.executions", {}, el("summary", {}, `${executions.length} execution(s) of this NEFF in the profile`), el("ul", {}, executions)) : null);
+}
+
+// Time per originating op (and source line, inside a compiled graph): open when the NEFF holds
+// more than one op.
+function opTable(rows) {
+  if (!rows.length) return null;
+  const table = el("table.mini.op-time", {},
+    el("tr", {}, ["Op (source line)", "Instructions", "Busy", "Share of the NEFF", "HBM bytes"].map((h) => el("th", {}, h))),
+    rows.map((r) => el("tr", {},
+      el("td", {}, el("span.swatch", { style: `background:${colorFor(r.op)}` }), r.op),
+      el("td", {}, fmtCount(r.instructions)), el("td", {}, fmtTime(r.busy_ns)),
+      el("td", {}, r.share === null ? "–" : fmtPercentValue(100 * r.share)), el("td", {}, fmtBytes(r.hbm_bytes)))));
+  return el("details.op-times", rows.length > 1 ? { open: true } : {},
+    el("summary", {}, `Time per op (${rows.length})`), table);
 }
 
 // Peak on-chip usage (from the NTFF's allocation table); NTFFs without one say so once.
