@@ -187,7 +187,9 @@ def install() -> None:
     CORE.set_pool_limits(memory.POOL_BYTES, memory.POOL_FLOOR)
 
 
-if __name__ == "__main__":  # `python -m trnscope.device._core`: build (or find) the core, say how long it took
+
+def report() -> str:
+    """One line saying where the core is and how long this process took to build or load it."""
     if CORE is None:
-        raise SystemExit("trnscope: the C++ core is not built (see the warning above)")
-    print(f"trnscope C++ core: {CORE.__file__} ({BUILD_SECONDS:.1f} s to build or load)")
+        return "trnscope C++ core: not built (Python path)"
+    return f"trnscope C++ core: {CORE.__file__} ({BUILD_SECONDS:.1f} s to build or load)"
