@@ -295,6 +295,7 @@ class GraphCompiler:
         """Load operand ``a`` (from outside the group) for the row tile at ``r0``: a weight once for all
         tiles, a per-row scalar, or the tile's rows (full width or one column)."""
         kb = self.kb
+        P = kb.spec.partitions
         role = self._role(_val(a), g)
         val = self._materialized(a)
         if role == "weight":
