@@ -9,7 +9,7 @@ import pytest
 
 from trnscope.distributed import cost
 from trnscope.distributed.topology import place, ring_hops
-from trnscope.hw import TRN2
+from trnscope.hw import logical_spec
 from trnscope.hw.interconnect import TRN2_48XLARGE
 
 from .conftest import WORKERS, free_port, run, torchrun, worker_env
@@ -38,7 +38,8 @@ def test_every_collective_on_two_ranks_with_timings_the_ranks_agree_on_and_that_
     assert send[5:7] == recv[5:7]
     # the last one: a 4 MiB all_reduce between cores 0 and 1 of one chip, as the cost model says
     big = coll0[-1]
-    hops = ring_hops([place(0, 0, TRN2, TRN2_48XLARGE), place(1, 0, TRN2, TRN2_48XLARGE)], TRN2, TRN2_48XLARGE)
+    trn2 = logical_spec("trn2")  # the ranks run at trn2's default LNC
+    hops = ring_hops([place(0, 0, trn2, TRN2_48XLARGE), place(1, 0, trn2, TRN2_48XLARGE)], trn2, TRN2_48XLARGE)
     assert big[0] == "all_reduce" and big[3] == 4 * 2**20
     assert big[6] - big[5] == cost.collective_ns("all_reduce", 4 * 2**20, hops, 2)[0]
     # collectives queue one after another on the collective engines, never before their arrival

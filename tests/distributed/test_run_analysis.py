@@ -6,7 +6,7 @@ import pytest
 
 from trnscope.distributed import cost
 from trnscope.distributed.topology import place, ring_hops
-from trnscope.hw import TRN2
+from trnscope.hw import logical_spec
 from trnscope.hw.interconnect import TRN2_48XLARGE
 
 from .conftest import ROOT, trnscope_run, worker_env
@@ -34,9 +34,12 @@ def test_the_straggler_is_named_and_the_64_mib_all_reduce_takes_the_formula(stra
     # each of the others waited for rank 3 at every all_reduce; rank 3 never waited
     per = {s["rank"]: s for s in a.stragglers()}
     assert per[3]["own_wait_ns"] == 0 and all(per[r]["own_wait_ns"] > 0 for r in (0, 1, 2))
-    hops = ring_hops([place(r, 0, TRN2, TRN2_48XLARGE) for r in range(4)], TRN2, TRN2_48XLARGE)
+    # the ranks run at trn2's default LNC=2: a chip hop is a DMA of the logical core's two physical
+    # cores' 16 engines each (23 GB/s per engine)
+    trn2 = logical_spec("trn2")
+    hops = ring_hops([place(r, 0, trn2, TRN2_48XLARGE) for r in range(4)], trn2, TRN2_48XLARGE)
     want, algo = cost.collective_ns("all_reduce", 64 * MiB, hops, 4)
-    assert want == round(2 * 3 * (1300 + 16 * MiB / (16 * 23e9) * 1e9))
+    assert want == round(2 * 3 * (1300 + 16 * MiB / (trn2.lnc * 16 * 23e9) * 1e9))
     for r in rows:
         assert (r["bytes"], r["algorithm"], r["duration_ns"]) == (64 * MiB, algo, want)
     doc = a.traces[0].doc
