@@ -7,8 +7,8 @@ the OpCall each eager NEFF was lowered from (``compiler.recipe``). Re-timing a p
    the target) and simulated on it; a NEFF without one (a compiled graph's) is simulated as recorded
    on the new spec, and the output says which;
 2. the device timeline is rebuilt against the recorded host intervals: on each NeuronCore, in the
-   recorded order, an execution starts at max(its ``nrt_execute`` submit + the new target's launch
-   latency, the end of the execution before it); host-to-device copies keep their durations and
+   recorded order, an execution starts at max(its ``nrt_execute`` submit, the end of the execution
+   before it) + the new target's per-NEFF start; host-to-device copies keep their durations and
    move only when the queue before them ends later. The host's own intervals are kept as recorded
    (a host that waited on the device would have waited a different time: that is not re-derived);
 3. a new profile directory is written: the NTFFs and NEFFs of the new target under the recorded
@@ -211,16 +211,19 @@ def _schedule(system_doc, trace_doc, new_time: dict[str, float], spec, result: R
     moved: dict[int, _Moved] = {}
     for start, nc, seq, neff_id, dur in sorted(runs):
         if neff_id is not None and neff_id in new_time and seq in submits:
-            ready = submits[seq] + launch_us
+            # as the runtime queues it: the per-NEFF start is paid once the device is free and the
+            # work submitted, so back-to-back executions pay it too (runtime.executor._enqueue)
+            submitted, overhead = submits[seq], launch_us
             new_dur = new_time[neff_id] / 1000.0
             result.executions += 1
             result.device_time_before_ns += dur * 1000
             result.device_time_after_ns += new_time[neff_id]
         else:  # a copy (or an execution whose NEFF is not in the profile): its recorded length
-            ready, new_dur = start, dur
-        begin = max(ready, free.get(nc, float("-inf")))
+            submitted, overhead, new_dur = start, 0.0, dur
+        begin = max(submitted, free.get(nc, float("-inf"))) + overhead
         free[nc] = begin + new_dur
-        moved[seq] = _Moved(seq, round(begin, 3), round(new_dur, 3), int(round((begin - ready) * 1000)))
+        moved[seq] = _Moved(seq, round(begin, 3), round(new_dur, 3),
+                            int(round((begin - submitted - overhead) * 1000)))
     return moved
 
 
