@@ -111,8 +111,10 @@ def test_overrides_and_bad_options():
                          (["hbm_bandwidth=-1"], "positive")):
         with pytest.raises(RetimeError, match=problem):
             target_spec("trn2", overrides=bad)
-    with pytest.raises(RetimeError, match="LNC"):
-        target_spec("trn2", lnc=2)
+    assert (target_spec("trn2", lnc=2).lnc, target_spec("trn2", lnc=1).lnc, target_spec("trn1", lnc=1).lnc) == (2, 1, 1)
+    assert target_spec("trn2", lnc=2).cores_per_chip == 4
+    with pytest.raises(RetimeError, match="allowed values are 1"):
+        target_spec("trn1", lnc=2)
     with pytest.raises(RetimeError, match="unknown Trainium instance"):
         target_spec("trn9")
 

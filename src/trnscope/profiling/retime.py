@@ -52,23 +52,15 @@ class RetimeResult:
 
 def target_spec(instance: str, lnc: int | None = None, overrides: list[str] | None = None):
     """The spec to re-time for: ``instance`` with ``overrides`` (``field=value`` / ``field=2x``)."""
-    from ..hw import UnknownInstanceError, resolve
+    from ..hw import LncConfigError, UnknownInstanceError, logical_spec
 
     try:
-        spec = resolve(instance)
+        # None: $NEURON_LOGICAL_NC_CONFIG, else the target's default (2 on trn2, 1 on trn1)
+        spec = logical_spec(instance, lnc)
     except UnknownInstanceError as exc:
         raise RetimeError(str(exc)) from None
-    if lnc is not None:
-        supported = getattr(spec, "supported_lnc", None)
-        if supported is None:
-            if lnc != 1:
-                raise RetimeError(f"--lnc {lnc}: this build's hardware model has one logical NeuronCore per physical "
-                                  f"core (LNC=1, hw/targets.py) and cannot re-time for LNC={lnc}; use --lnc 1 or leave "
-                                  f"it out")
-        elif lnc not in supported:
-            raise RetimeError(f"--lnc {lnc}: {spec.name} supports LNC {', '.join(map(str, supported))}")
-        else:
-            spec = spec.with_lnc(lnc)  # the hardware layer's own way to build that spec
+    except LncConfigError as exc:
+        raise RetimeError(f"--lnc: {exc}") from None
     fields = {f.name: f for f in dataclasses.fields(spec)}
     changes = {}
     for item in overrides or []:
@@ -95,6 +87,7 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     from ..compiler import recipe as recipes
     from ..compiler.lowering import NoLowering, lower
     from ..isa import neff as neff_format
+    from ..compiler.lnc import respread
     from ..sim import simulate
     from . import ntff
     from .framework_trace import write_json_atomic
@@ -127,7 +120,8 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
             except (recipes.NoRecipe, NoLowering):
                 program = None
         if program is None:
-            program = neff_format.load(neff_path)
+            # a one-core Program spread over the new target's physical cores, as its compiler would
+            program = respread(neff_format.load(neff_path), spec)
             result.resimulated.append(neff_id)
         timeline = simulate(program, spec)
         new_time[neff_id] = float(timeline.total_ns)
@@ -214,7 +208,7 @@ def _schedule(system_doc, trace_doc, new_time: dict[str, float], spec, result: R
             # as the runtime queues it: the per-NEFF start is paid once the device is free and the
             # work submitted, so back-to-back executions pay it too (runtime.executor._enqueue)
             submitted, overhead = submits[seq], launch_us
-            new_dur = new_time[neff_id] / 1000.0
+            new_dur = round(new_time[neff_id]) / 1000.0  # whole ns, as the runtime queues it
             result.executions += 1
             result.device_time_before_ns += dur * 1000
             result.device_time_after_ns += new_time[neff_id]
