@@ -87,7 +87,9 @@ def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
     # the device times of the real trn1 run, execution by execution (the 256x512x384 matmul and
     # the element-wise kernels are lowered for trn1 again, not only re-simulated)
     assert [(n, d) for n, _, d in retimed] == [(n, d) for n, _, d in real]
-    assert [t for _, t, _ in retimed] == pytest.approx([t for _, t, _ in real], abs=0.002)
+    # trace times are whole ns written as us with 3 decimals; the retimed queue is rebuilt from the
+    # rounded submits and starts, so a start may land a few ns off the real run's (seen: 2 ns)
+    assert [t for _, t, _ in retimed] == pytest.approx([t for _, t, _ in real], abs=0.004)
     assert [d for _, _, d in retimed] != [d for _, _, d in before]  # trn1 is not trn2
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["window"]["target"] == "trn1" and manifest["retimed"]["recorded"]["target"] == "trn2"
