@@ -83,3 +83,22 @@ def test_llama_decoder_layer_compiles_and_trains():
         torch.testing.assert_close(p_dev.grad.cpu(), p_ref.grad, rtol=1e-3, atol=1e-5)
     assert COUNTERS.eager_graphs == 0, COUNTERS.reasons
     assert COUNTERS.neffs_compiled + COUNTERS.neff_cache_hits <= 12
+
+
+def test_a_graph_that_names_the_device_runs_with_its_host_views():
+    """HF's eager attention upcasts the scores with ``softmax(..., dtype=float32)``: the traced graph
+    holds ``_to_copy(x, dtype=float32, device=neuron)``, whose result meets host views in the next bmm
+    (the Llama-7B-shaped layer failed with "Expected all tensors on the same device ... aten::bmm")."""
+    torch._dynamo.reset()
+    COUNTERS.reset()
+
+    def attend(q, k, v):
+        s = torch.softmax(q @ k.transpose(-1, -2) * 0.125, dim=-1, dtype=torch.float32).to(q.dtype)
+        return s @ v
+
+    q, k, v = (torch.randn(2, 32, 16, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(i))
+               for i in range(3))
+    eager = attend(*(t.to("neuron") for t in (q, k, v)))
+    got = torch.compile(attend, backend="neuron")(*(t.to("neuron") for t in (q, k, v)))
+    torch.testing.assert_close(got.cpu(), eager.cpu())
+    assert COUNTERS.eager_graphs == 0, COUNTERS.reasons

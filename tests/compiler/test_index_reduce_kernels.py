@@ -33,6 +33,33 @@ def test_arg_reductions_over_long_rows(dtype):
     check(aten.min.dim, big, -1)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_arg_reductions_over_everything_spread_over_the_partitions(dtype):
+    """dim=None: each partition scans a slice, the first partition holding the extreme wins; a tail
+    of n % 128 elements scans on its own partition; a NaN anywhere is the answer (its first one)."""
+    x = randn(130, 70, dtype=dtype, seed=11)          # 9100 = 128 * 71 + 12: a tail
+    x[100, 3] = 50
+    x[5, 1] = 50                                       # the same extreme on two partitions: the first
+    check(aten.argmax.default, x)
+    check(aten.argmin.default, x)
+    x[129, 69] = -80                                   # the extreme in the tail
+    check(aten.argmin.default, x)
+    x[90, 2] = float("nan")
+    x[120, 0] = float("nan")
+    check(aten.argmax.default, x)
+    check(aten.argmin.default, x)
+    long = randn(128 * 9000, dtype=dtype, seed=12)     # pieces of 4096 per partition, no tail
+    long[777777] = 99
+    check(aten.argmax.default, long)
+
+
+def test_a_full_argmax_runs_at_hbm_speed_not_on_one_partition():
+    from trnscope.device.roofline_sweep import measure
+
+    row = measure("aten::argmax", "trn2")
+    assert not row.error and row.ratio < 10, row
+
+
 def test_integer_arg_reductions():
     xi = randint(-50, 50, (40, 33), seed=3, dtype=torch.int32)
     check(aten.argmax.default, xi, 1)

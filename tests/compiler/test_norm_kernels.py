@@ -74,6 +74,22 @@ def test_moments_of_long_rows_fold_their_statistics():
     check(aten.var.correction, randn(3, 300_000, seed=13, scale=2) + 5, [1])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_moments_over_everything_spread_over_the_partitions(dtype):
+    """dim=None: each partition's bn_stats triple, merged on one partition by bn_aggr (Chan)."""
+    big = randn(640, 2100, dtype=dtype, seed=16, scale=3) + 7    # 10500 per partition: folded pieces
+    check(aten.var.correction, big, None)
+    check(aten.std_mean.correction, big, None, correction=0)
+    check(aten.var.correction, big.t(), None)                     # not contiguous: one row, as before
+
+
+def test_a_full_variance_runs_near_hbm_speed():
+    from trnscope.device.roofline_sweep import measure
+
+    row = measure("aten::var.correction", "trn2")
+    assert not row.error and row.ratio < 3, row
+
+
 def test_moments_edge_corrections():
     check(aten.var.correction, randn(4, 1, seed=14), [1])                    # n - correction = 0: NaN
     check(aten.var.correction, randn(4, 9, seed=15), [1], correction=3)

@@ -10,6 +10,7 @@ simulated time of its Program.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import warnings
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class CompiledNeff:
     """The callable Dynamo runs in place of a graph: one device execution per call."""
 
     def __init__(self, gm: fx.GraphModule, compiled: CompiledGraph, label: str, compile_ns: int, timeline=None):
-        self.gm = gm
+        self.gm = _host_graph(gm)
         self.compiled = compiled
         self.label = label
         self.compile_ns = compile_ns
@@ -108,6 +109,32 @@ def _device_of(args) -> int:
         if isinstance(a, torch.Tensor) and a.device.type == BACKEND_NAME:
             return a.device.index or 0
     return 0
+
+
+def _on_host(v):
+    """``v`` with every reference to the neuron device made the host's (args of graph nodes)."""
+    if isinstance(v, torch.device) and v.type == BACKEND_NAME:
+        return torch.device("cpu")
+    if isinstance(v, str) and v.split(":")[0] == BACKEND_NAME:
+        return "cpu"
+    if isinstance(v, (list, tuple)):
+        return type(v)(_on_host(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _on_host(x) for k, x in v.items()}
+    return v
+
+
+def _host_graph(gm: fx.GraphModule) -> fx.GraphModule:
+    """The graph as the host runs it: ops that name the neuron device (``_to_copy(x, dtype=float32,
+    device=neuron)`` in a softmax upcast, factories) put their results on the host instead, beside
+    the host views the other ops compute on. Dynamo's graph itself is left as it is (a copy is edited)."""
+    if all(_on_host(n.args) == n.args and _on_host(n.kwargs) == n.kwargs for n in gm.graph.nodes):
+        return gm
+    host = copy.deepcopy(gm)
+    for node in host.graph.nodes:
+        node.args, node.kwargs = _on_host(node.args), _on_host(node.kwargs)
+    host.recompile()
+    return host
 
 
 def _run_on_host(gm: fx.GraphModule, args):

@@ -21,7 +21,7 @@ from math import prod
 
 from ...isa import (
     AP, Act, Activation, Alu, BnAggr, BnStats, DType, LoadStationary, Memset, MultiplyMoving, TensorScalar,
-    TensorTensor, hbm,
+    TensorTensor, TensorTranspose, hbm,
 )
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
@@ -283,9 +283,120 @@ def _correction(ctx: LoweringContext) -> float:
     return 1.0 if unbiased is None or unbiased else 0.0
 
 
+def _stream_moments(kb: KernelBuilder, rows: int, pieces) -> AP:
+    """[rows, 2] = (mean, population variance) of rows streamed in pieces: bn_stats per 512 elements,
+    the triples folded into one whenever MAX_TRIPLES pile up, bn_aggr at the end.
+
+    ``pieces`` yields (elements, fill) where fill(tile) loads a [rows, elements] tile."""
+    BN_MAX = kb.spec.bn_stats_fmax  # bn_stats' largest free size on the target
+    pieces = list(pieces)
+    npieces_bn = sum(ceil_div(w, BN_MAX) for w, _ in pieces)
+    slots = min(npieces_bn, MAX_TRIPLES) + 1
+    st = kb.tile(rows, (3 * slots,), F32)
+    used = 0
+    done = 0   # elements already folded into slot 0
+    held: list[AP] = []
+    for w, fill in pieces:
+        xt = fill()
+        for c0 in range(0, w, BN_MAX):
+            if used == slots:
+                # fold the triples into one: (count, mean, var * count)
+                mv = kb.tile(rows, (2,), F32)
+                kb.emit(BnAggr(inp=st.view(0, [(1, 3 * used)]), out=mv))
+                kb.emit(Memset(out=st.view(0, [(1, 1)]), value=float(done)))
+                kb.copy(mv.view(0, [(1, 1)]), st.view(1, [(1, 1)]))
+                kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=st.view(2, [(1, 1)]), alu0=Alu.MULTIPLY,
+                                     scalar0=float(done)))
+                kb.release(mv)
+                used = 1
+            cw = min(BN_MAX, w - c0)
+            kb.emit(BnStats(inp=xt.view(c0, [(1, cw)]), out=st.view(3 * used, [(1, 3)])))
+            used += 1
+            done += cw
+        kb.release(*held)
+        held = [xt]
+    mv = kb.tile(rows, (2,), F32)
+    kb.emit(BnAggr(inp=st.view(0, [(1, 3 * used)]), out=mv))
+    kb.release(*held, st)
+    return mv
+
+
+def _finish_moments(kb: KernelBuilder, ctx: LoweringContext, mv: AP, rows: int, std: bool, factor: float,
+                    offsets, pstrides, q: int) -> list[AP]:
+    """Store var (or std) and, for var_mean/std_mean, the mean of [rows, 2] moments; the tiles made."""
+    outs = ctx.call.outputs
+    res = kb.tile(rows, (1,), outs[0].dtype)
+    if std:
+        kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=res, alu0=Alu.MULTIPLY, scalar0=factor, alu1=Alu.POW,
+                             scalar1=0.5))
+    else:
+        kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=res, alu0=Alu.MULTIPLY, scalar0=factor))
+    store(kb, q, res, ctx.outputs[0], outs[0].dtype, offsets[0], pstrides[0], rows, [(1, 1)])
+    made = [res]
+    if len(outs) > 1:
+        mo = kb.tile(rows, (1,), outs[1].dtype)
+        kb.copy(mv.view(0, [(1, 1)]), mo)
+        store(kb, q, mo, ctx.outputs[1], outs[1].dtype, offsets[1], pstrides[1], rows, [(1, 1)])
+        made.append(mo)
+    return made
+
+
+def _moments_over_everything(ctx: LoweringContext, x, n: int, std: bool, factor: float) -> bool:
+    """var/std of every element of a contiguous tensor, spread over the partitions.
+
+    Partition p streams elements [p * per, (p + 1) * per) through bn_stats (long contiguous rows),
+    the last n % P elements stream on one more partition; each partition's (count, mean, M2) triple
+    is moved onto one partition by TensorE transposes, where bn_aggr merges them (Chan's parallel
+    combination, as it merges the 512-element pieces of a row). Returns False (the one-row kernel
+    runs) for other calls."""
+    kb = ctx.kb
+    P = kb.spec.partitions
+    if not x.is_contiguous() or n < 2 * P:
+        return False
+    per = n // P
+    tail = n - per * P
+    qin, qout = queues(kb)
+
+    def pieces(rows, first, stride, m):
+        for k, c0 in enumerate(range(0, m, MOMENT_PIECE)):
+            w = min(MOMENT_PIECE, m - c0)
+
+            def fill(w=w, c0=c0, k=k):
+                xt = kb.tile(rows, (w,), x.dtype)
+                kb.dma(qin[k % 2], hbm(ctx.inputs[0], rows, stride, [(1, w)], x.dtype, offset=x.offset + first + c0),
+                       xt)
+                return xt
+            yield w, fill
+
+    mv = _stream_moments(kb, P, pieces(P, 0, per, per))
+    ncols = P + (1 if tail else 0)
+    trip = kb.tile(1, (3 * ncols,), F32)
+    kb.emit(Memset(out=trip.view(0, [(3, P)]), value=float(per)))
+    m2 = kb.tile(P, (1,), F32)
+    kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=m2, alu0=Alu.MULTIPLY, scalar0=float(per)))
+    for k, src in ((1, mv.view(0, [(1, 1)])), (2, m2)):
+        ps = kb.psum_tile(1, (P,), F32)
+        kb.emit(TensorTranspose(src=src, dst=ps))
+        kb.copy(ps, trip.view(k, [(3, P)]))
+        kb.release(ps)
+    kb.release(mv, m2)
+    if tail:
+        mt = _stream_moments(kb, 1, pieces(1, per * P, tail, tail))
+        kb.emit(Memset(out=trip.view(3 * P, [(1, 1)]), value=float(tail)))
+        kb.copy(mt.view(0, [(1, 1)]), trip.view(3 * P + 1, [(1, 1)]))
+        kb.emit(TensorScalar(inp=mt.view(1, [(1, 1)]), out=trip.view(3 * P + 2, [(1, 1)]), alu0=Alu.MULTIPLY,
+                             scalar0=float(tail)))
+        kb.release(mt)
+    total = kb.tile(1, (2,), F32)
+    kb.emit(BnAggr(inp=trip, out=total))
+    outs = ctx.call.outputs
+    made = _finish_moments(kb, ctx, total, 1, std, factor, [o.offset for o in outs], [1] * len(outs), qout)
+    kb.release(trip, total, *made)
+    return True
+
+
 def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
     """var/std (and the mean) over any dims: bn_stats per 512 elements, bn_aggr per row."""
-    BN_MAX = ctx.spec.bn_stats_fmax  # bn_stats' largest free size on the target
     kb = ctx.kb
     x = ctx.call.inputs[0]
     outs = ctx.call.outputs
@@ -295,6 +406,8 @@ def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
     corr = _correction(ctx)
     denom = n - corr
     factor = n / denom if denom > 0 else float("inf")
+    if len(rdims) == len(shape) and _moments_over_everything(ctx, x, n, std, factor):
+        return
     xm = x if x.ndim else type(x)((1,), (1,), x.dtype, x.offset)
     metas = [xm] + [o if o.ndim else type(o)((1,) * len(shape), (0,) * len(shape), o.dtype, o.offset) for o in outs]
     strides = [full_strides(xm, shape)] + [reduced_strides(m, shape, rdims) for m in metas[1:]]
@@ -313,48 +426,19 @@ def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
     held: list[AP] = []
     for t in plan.tiles:
         rows = t.rows
-        npieces_bn = sum(ceil_div(w, BN_MAX) for w, _, _ in pieces)
-        slots = min(npieces_bn, MAX_TRIPLES) + 1
-        st = kb.tile(rows, (3 * slots,), F32)
-        used = 0
-        done = 0   # elements already folded into slot 0
-        for j, (w, dims, offs) in enumerate(pieces):
-            xt = kb.tile(rows, (w,), x.dtype)
-            load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0], rows, dims[0], xt)
-            for c0 in range(0, w, BN_MAX):
-                if used == slots:
-                    # fold the triples into one: (count, mean, var * count)
-                    mv = kb.tile(rows, (2,), F32)
-                    kb.emit(BnAggr(inp=st.view(0, [(1, 3 * used)]), out=mv))
-                    kb.emit(Memset(out=st.view(0, [(1, 1)]), value=float(done)))
-                    kb.copy(mv.view(0, [(1, 1)]), st.view(1, [(1, 1)]))
-                    kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=st.view(2, [(1, 1)]), alu0=Alu.MULTIPLY,
-                                         scalar0=float(done)))
-                    kb.release(mv)
-                    used = 1
-                cw = min(BN_MAX, w - c0)
-                kb.emit(BnStats(inp=xt.view(c0, [(1, cw)]), out=st.view(3 * used, [(1, 3)])))
-                used += 1
-                done += cw
-            kb.release(*held)
-            held = [xt]
-        mv = kb.tile(rows, (2,), F32)
-        kb.emit(BnAggr(inp=st.view(0, [(1, 3 * used)]), out=mv))
-        res = kb.tile(rows, (1,), outs[0].dtype)
-        if std:
-            kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=res, alu0=Alu.MULTIPLY, scalar0=factor, alu1=Alu.POW,
-                                 scalar1=0.5))
-        else:
-            kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=res, alu0=Alu.MULTIPLY, scalar0=factor))
-        store(kb, qout, res, ctx.outputs[0], outs[0].dtype, t.offsets[1], t.pstrides[1], rows, [(1, 1)])
-        extra = []
-        if with_mean:
-            mo = kb.tile(rows, (1,), outs[1].dtype)
-            kb.copy(mv.view(0, [(1, 1)]), mo)
-            store(kb, qout, mo, ctx.outputs[1], outs[1].dtype, t.offsets[2], t.pstrides[2], rows, [(1, 1)])
-            extra.append(mo)
-        kb.release(*held, st)
-        held = [mv, res, *extra]
+
+        def fill_piece(j, w, dims, offs, t=t, rows=rows):
+            def fill():
+                xt = kb.tile(rows, (w,), x.dtype)
+                load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0], rows, dims[0],
+                     xt)
+                return xt
+            return fill
+
+        mv = _stream_moments(kb, rows, [(w, fill_piece(j, w, dims, offs)) for j, (w, dims, offs) in enumerate(pieces)])
+        made = _finish_moments(kb, ctx, mv, rows, std, factor, t.offsets[1:], t.pstrides[1:], qout)
+        kb.release(*held)
+        held = [mv, *made]
     kb.release(*held)
 
 

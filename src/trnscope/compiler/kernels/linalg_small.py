@@ -1,5 +1,9 @@
-"""Small linear-algebra reductions: trace (the diagonal read by one strided DMA, summed on VectorE) and
-vdot (real dtypes: the element-wise product and its sum, chunk by chunk, on VectorE).
+"""Small linear-algebra reductions: trace (the diagonal read by one strided DMA, summed on VectorE),
+dot and vdot (real dtypes: the element-wise product and its sum, chunk by chunk, on VectorE).
+
+A dot product reuses no operand, so TensorE would gain it nothing: each element is read once and
+used once, and the kernel is HBM-bound however the products are made (docs/roofline-report.md). As
+a VectorE reduction its FP32 products stay FP32 (``--auto-cast matmult`` casts TensorE matmuls).
 
 Both produce one value; the vectors are spread over the partitions (long contiguous rows), each
 chunk's partial sums kept per partition and folded once at the end (VectorE, then GpSimdE).
@@ -81,7 +85,7 @@ def _trace(ctx: LoweringContext) -> None:
     _sum_of(ctx, n, [(ctx.inputs[0], x, x.stride[0] + x.stride[1])])
 
 
-@lowering("aten::vdot")
+@lowering("aten::vdot", "aten::dot")
 def _vdot(ctx: LoweringContext) -> None:
     a, b = ctx.call.inputs[0], ctx.call.inputs[1]
     _sum_of(ctx, a.shape[0], [(ctx.inputs[0], a, a.stride[0]), (ctx.inputs[1], b, b.stride[0])])

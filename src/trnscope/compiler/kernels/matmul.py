@@ -708,12 +708,3 @@ def _addmv(ctx: LoweringContext) -> None:
     emit_gemm(ctx.kb, _mat(ctx.inputs[1], a), vec, Mat(ctx.outputs[0], out.dtype, out.offset, out.stride[0], 0),
               M, K, 1, bias=bias, alpha=alpha)
 
-
-@lowering("aten::dot")
-def _dot(ctx: LoweringContext) -> None:
-    x, y = ctx.call.inputs[0], ctx.call.inputs[1]
-    out = ctx.call.outputs[0]
-    K = x.shape[0]
-    emit_gemm(ctx.kb, Mat(ctx.inputs[0], x.dtype, x.offset, 0, x.stride[0]),
-              Mat(ctx.inputs[1], y.dtype, y.offset, y.stride[0], 0), Mat(ctx.outputs[0], out.dtype, out.offset, 0, 0),
-              1, K, 1)
