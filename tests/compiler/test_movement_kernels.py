@@ -115,6 +115,25 @@ def test_gather(dtype):
     check(aten.gather.default, x, 0, randint(0, 130, (20, 70), seed=21))
     check(aten.gather.default, x.t(), 1, randint(0, 130, (70, 1), seed=22))
     check(aten.gather.default, randn(3, 4, 50, dtype=dtype, seed=23), 2, randint(0, 50, (3, 4, 1), seed=24))
+    check(aten.gather.default, x, 1, randint(0, 70, (100, 2500), seed=27))   # index rows in pieces, fewer rows
+    check(aten.gather.default, x.t(), 1, randint(0, 130, (70, 3), seed=28).t().contiguous().t())  # strided index
+
+
+def test_gather_of_rows_too_long_for_sbuf_uses_indirect_dma():
+    x, idx = randn(3, 20000, seed=29), randint(0, 20000, (3, 4), seed=30)
+    check(aten.gather.default, x, 1, idx)
+    prog = program_for(aten.gather.default, x, 1, idx)
+    assert {type(i).__name__ for i in prog.instructions} >= {"DmaGather"}
+
+
+def test_gather_along_rows_in_sbuf_is_one_gpsimd_gather_per_tile_at_hbm_speed():
+    """The representative gather (docs/roofline-report.md): 654x its bound with one indirect DMA per
+    element; GpSimdE's in-partition gather makes it DMA-bound."""
+    from trnscope.device.roofline_sweep import measure
+
+    for target in ("trn1", "trn2"):
+        row = measure("aten::gather", target)
+        assert not row.error and row.ratio < 2, row
 
 
 def test_embedding_dense_backward_fp32():

@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..isa import (
-    AP, Activation, Alu, AffineSelect, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, Iota, Random,
+    AP, Activation, Alu, AffineSelect, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Gather, Instruction, Iota, Random,
     LoadStationary, Memset, MultiplyMoving, PartitionReduce, Program, ProgramError, Select, SemaphoreSet,
     SemaphoreWait, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
     execution_order, validate,
@@ -333,6 +333,18 @@ class Interpreter:
             raise ProgramError(f"partition reduce of {list(ins.inp.shape)} writes [1, {ins.inp.free_size}]")
         self._write(ins.out, nm.reduce(ins.alu, self._read(ins.inp), axis=0))
 
+    def _gather(self, ins: Gather) -> None:
+        data = self._read(ins.data).reshape(ins.data.partitions, -1)
+        idx = self._read(ins.index).reshape(ins.index.partitions, -1).astype(np.int64)
+        bad = np.argwhere((idx < 0) | (idx >= data.shape[1]))
+        if bad.size:
+            p, i = (int(v) for v in bad[0])
+            raise ProgramError(f"gather index {int(idx[p, i])} at partition {ins.index.start + p}, element {i} is out "
+                               f"of range: each partition holds {data.shape[1]} elements")
+        if ins.out.dtype != ins.data.dtype:
+            raise ProgramError(f"a gather moves {ins.data.dtype.value} elements; it cannot write {ins.out.dtype.value}")
+        self._write(ins.out, np.take_along_axis(data, idx, axis=1))
+
     def _random(self, ins: Random) -> None:
         # a deterministic stream per instruction: the device's own generator, not torch's
         rng = np.random.default_rng(ins.seed)
@@ -420,6 +432,7 @@ class Interpreter:
         Iota: _iota,
         AffineSelect: _affine_select,
         PartitionReduce: _partition_reduce,
+        Gather: _gather,
         Random: _random,
         SemaphoreWait: _nothing,
         SemaphoreSet: _nothing,

@@ -384,6 +384,19 @@ class PartitionReduce(Instruction):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Gather(Instruction):
+    """out[p, i] = data[p, index[p, i]], ``data``'s free dims flattened: GpSimdE's gather within each
+    partition (``nki.isa.nc_n_gather``), all three tiles in SBUF, moving no bytes through the DMA engines."""
+    ENGINE: ClassVar[Engine] = Engine.GPSIMD
+    OPCODE: ClassVar[str] = "GATHER"
+    READS: ClassVar[tuple[str, ...]] = ("index", "data")
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+    data: AP
+    index: AP
+    out: AP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Random(Instruction):
     """Fill ``out`` with random numbers (the NKI ``rng`` family) drawn from ``dist``:
     uniform [a, b), normal (mean a, std b), bernoulli (p = a), exponential (rate a)."""
@@ -471,5 +484,5 @@ INSTRUCTION_TYPES: dict[str, type[Instruction]] = {
     cls.__name__: cls
     for cls in (LoadStationary, MultiplyMoving, TensorTranspose, TensorTensor, TensorScalar, TensorReduce,
                 TensorScan, BnStats, BnAggr, TensorCopy, Select, Memset, Activation, Iota, AffineSelect,
-                PartitionReduce, Random, SemaphoreWait, SemaphoreSet, Dma, DmaGather, DmaScatter)
+                PartitionReduce, Gather, Random, SemaphoreWait, SemaphoreSet, Dma, DmaGather, DmaScatter)
 }

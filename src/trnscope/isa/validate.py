@@ -20,7 +20,7 @@ from .columns import Columns, program_columns
 from .errors import ProgramError
 from .instructions import (
     Activation, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, LoadStationary, MultiplyMoving,
-    PartitionReduce, Random, Select, SemaphoreSet, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor,
+    Gather, PartitionReduce, Random, Select, SemaphoreSet, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor,
     TensorTranspose,
 )
 from .order import _execution_order_reference, execution_order
@@ -358,6 +358,8 @@ def _check_engine_rules(ins: Instruction, spec: HardwareSpec, where: str, statio
     elif isinstance(ins, PartitionReduce):
         if ins.out.partitions != 1 or ins.out.free_size != ins.inp.free_size:
             raise ProgramError(f"{where}: partition reduce of {ins.inp.shape} writes [1, {ins.inp.free_size}]")
+    elif isinstance(ins, Gather):
+        _check_gather(ins, where)
     elif isinstance(ins, Random):
         if ins.dist not in RANDOM_DISTRIBUTIONS or not ins.out.dtype.is_float:
             raise ProgramError(f"{where}: rng draws {', '.join(RANDOM_DISTRIBUTIONS)} into a float tile, got "
@@ -392,6 +394,19 @@ def _check_psum_out(ap: AP, spec: HardwareSpec, where: str, fp32: bool = True, p
     if (ap.offset + ap.extent_bytes() - 1) // spec.psum_bank_bytes != bank:
         raise ProgramError(f"{where}: the output crosses a PSUM bank boundary (banks are {spec.psum_bank_bytes} "
                            f"bytes per partition)")
+
+
+def _check_gather(ins: Gather, where: str) -> None:
+    """nc_n_gather's rules: SBUF tiles of one partition count, an integer index tile as large as the
+    output, the data's dtype out (it moves elements, it does not cast)."""
+    if any(ap.space is not Space.SBUF for ap in (ins.data, ins.index, ins.out)):
+        raise ProgramError(f"{where}: GpSimdE gathers between SBUF tiles only")
+    if not ins.index.dtype.name.startswith(("int", "uint")):
+        raise ProgramError(f"{where}: the gather index must be an integer tile, got {ins.index.dtype.value}")
+    if not ins.data.partitions == ins.index.partitions == ins.out.partitions or \
+            ins.out.free_size != ins.index.free_size or ins.out.dtype != ins.data.dtype:
+        raise ProgramError(f"{where}: a gather writes one {ins.data.dtype.value} element per index on each partition: "
+                           f"data {ins.data.shape}, index {ins.index.shape}, out {ins.out.shape} {ins.out.dtype.value}")
 
 
 def _check_dma(ins: Dma, where: str) -> None:

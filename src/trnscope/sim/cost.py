@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..hw import HardwareSpec
 from ..isa import (
-    AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, Iota,
+    AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Gather, Instruction, Iota,
     LoadStationary, Memset, MultiplyMoving, PartitionReduce, Random, Select, SemaphoreSet, SemaphoreWait, Space,
     TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
 )
@@ -24,6 +24,10 @@ DGE_LATENCY_NS = 600.0
 # A GpSimd core serves 16 partitions with a 512-bit SIMD unit (S1): a cross-partition reduction
 # walks N elements on each core and then combines the 8 cores' partials, ~1.5 N cycles (derived).
 PARTITION_REDUCE_CYCLES_PER_ELEMENT = 1.5
+# GpSimdE's gather within a partition (nc_n_gather) runs as ceil(elements per partition of the data /
+# 512) groups of ISA instructions (its NKI docstring). Assumption: each group walks every index once
+# and costs what GpSimdE's other per-element instructions cost, GPSIMD_START + N (iota, affine_select, S9).
+GATHER_GROUP_ELEMENTS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,9 @@ def compute_cycles(ins: Instruction, spec: HardwareSpec) -> float:
         return max(ins.src.partitions, min(spec.mm_init_latency_cycles, ins.src.free_size))
     if isinstance(ins, (SemaphoreWait, SemaphoreSet)):
         return min_ii
+    if isinstance(ins, Gather):
+        groups = -(-ins.data.free_size // GATHER_GROUP_ELEMENTS)
+        return groups * (spec.gpsimd_start_cycles + ins.index.free_size)
 
     inp = ins.main_input()
     n = inp.free_size if inp is not None else ins.writes()[0].free_size

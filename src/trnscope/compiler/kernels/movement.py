@@ -8,7 +8,8 @@ fills DMA one memset tile to every block of the output. Row lookups (embedding, 
 the DMA generation engine's indirect DMA (DmaGather, one table row per partition);
 embedding_dense_backward scatter-adds gradient rows into the zeroed weight gradient (DmaScatter
 with accumulate). Compute engines appear only where values change: Iota for arange, AffineSelect
-for the diagonal tiles of triu/tril, integer address arithmetic for gather.
+for the diagonal tiles of triu/tril, GpSimdE's in-partition gather for gather (integer address
+arithmetic and one indirect DMA per element when a row is too long for SBUF).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import itertools
 from math import prod
 
-from ...isa import AP, Act, Activation, AffineSelect, Alu, DType, DmaGather, DmaScatter, Iota, Memset, \
+from ...isa import AP, Act, Activation, AffineSelect, Alu, DType, DmaGather, DmaScatter, Gather, Iota, Memset, \
     TensorScalar, TensorTensor, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
@@ -417,20 +418,78 @@ def _index_select(ctx: LoweringContext) -> None:
 
 # --- element gather ----------------------------------------------------------------------------------------
 
+GATHER_ROW_BYTES = 64 * 1024   # the longest row along the gathered dim held in SBUF per partition
+GATHER_COLS = 2048             # index elements per partition gathered at a time
+
+
 @lowering("aten::gather")
 def _gather(ctx: LoweringContext) -> None:
-    """out[i..] = self[i.. with index[i..] at dim]: each element's address is computed on VectorE
-    (Iota gives the address of the row, plus index * stride) and fetched by an indirect DMA."""
-    kb = ctx.kb
+    """out[i..] = self[i.. with index[i..] at dim].
+
+    When a row of ``self`` along ``dim`` fits in SBUF (up to 64 KiB per partition), rows are loaded
+    whole (long contiguous runs for the innermost dim) with the index rows, and GpSimdE gathers within
+    each partition (``nki.isa.nc_n_gather``, which NKI documents as the efficient alternative to an
+    indirect DMA); HBM sees each byte once. Longer rows fall back to one indirect DMA per element
+    (the address computed on VectorE), 4-byte descriptors each as costly as a 2 KiB one."""
     x, idx, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
     nd = max(idx.ndim, 1)
     dim = int(attr(ctx, "dim", 0)) % nd
+    K = x.shape[dim] if x.ndim else 1
+    if x.ndim and idx.ndim and idx.numel and K * x.dtype.itemsize <= GATHER_ROW_BYTES:
+        _gather_on_chip(ctx, dim, K)
+    else:
+        _gather_by_dma(ctx, dim)
+
+
+def _gather_on_chip(ctx: LoweringContext, dim: int, K: int) -> None:
+    kb = ctx.kb
+    x, idx, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
+    shape = idx.shape
+    xst = tuple(0 if d == dim else x.stride[d] for d in range(x.ndim))
+    plan = row_plan(tuple(shape), [dim], [tuple(idx.stride), tuple(out.stride), xst],
+                    [idx.offset, out.offset, x.offset], parts=ctx.spec.partitions)
+    J = shape[dim]
+    qin, qout = queues(kb)
+    held: list[AP] = []
+    for t in plan.tiles:
+        rows = t.rows
+        data = kb.tile(rows, (K,), x.dtype)
+        load(kb, qin[0], ctx.inputs[0], x.dtype, t.offsets[2], t.pstrides[2], rows, [(x.stride[dim], K)], data)
+        made = [data]
+        for j0 in range(0, J, GATHER_COLS):
+            w = min(GATHER_COLS, J - j0)
+            raw = kb.tile(rows, (w,), idx.dtype)
+            load(kb, qin[1], ctx.inputs[1], idx.dtype, t.offsets[0] + j0 * idx.stride[dim], t.pstrides[0], rows,
+                 [(idx.stride[dim], w)], raw)
+            it = raw
+            if idx.dtype != DType.int32:
+                it = kb.tile(rows, (w,), DType.int32)
+                kb.copy(raw, it)
+            g = kb.tile(rows, (w,), x.dtype)
+            kb.emit(Gather(data=data, index=it, out=g))
+            res = g
+            if out.dtype != x.dtype:
+                res = kb.tile(rows, (w,), out.dtype)
+                kb.copy(g, res)
+            store(kb, qout, res, ctx.outputs[0], out.dtype, t.offsets[1] + j0 * out.stride[dim], t.pstrides[1], rows,
+                  [(out.stride[dim], w)])
+            made += [raw, g] + ([it] if it is not raw else []) + ([res] if res is not g else [])
+        kb.release(*held)
+        held = made
+    kb.release(*held)
+
+
+def _gather_by_dma(ctx: LoweringContext, dim: int) -> None:
+    kb = ctx.kb
+    x, idx, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
     shape = idx.shape if idx.ndim else (1,)
     xst = tuple(x.stride) if x.ndim else (0,)
+    nd = len(shape)
     base_st = tuple(0 if d == dim else xst[d] for d in range(nd))
     ist = idx.stride if idx.ndim else (1,)
     ost = out.stride if out.ndim else (1,)
-    plan = row_plan(tuple(shape), [], [tuple(ist), tuple(ost), base_st], [idx.offset, out.offset, x.offset], parts=ctx.spec.partitions)
+    plan = row_plan(tuple(shape), [], [tuple(ist), tuple(ost), base_st], [idx.offset, out.offset, x.offset],
+                    parts=ctx.spec.partitions)
     table = hbm(ctx.inputs[0], x.offset + x.span(), 1, [(1, 1)], x.dtype)
     q_idx, q_g = kb.queue("qSyncIO1", "input"), kb.queue("qSyncIO3", "input")
     q_out = kb.queue("qSyncIO2", "output")
