@@ -117,6 +117,40 @@ def test_index_slices(dtype):
     check(aten.index_fill.int_Tensor, x, 2, torch.tensor([0]), torch.tensor(-2.0, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_index_slices_by_indirect_dma(dtype):
+    """Long slices move by the DMA engines' indirect scatter (self copied, then 128 slices per DMA
+    written or accumulated), with duplicate and negative indices, a strided source, slices of several
+    dims and one cut in pieces."""
+    from .helpers import program_for
+
+    x = randn(300, 600, seed=330, dtype=dtype)
+    idx = torch.cat([randint(0, 300, (190,), seed=331), torch.tensor([7, 7, 299, 0])])
+    src = randn(194, 600, seed=332, dtype=dtype)
+    check(aten.index_add.default, x, 0, idx, src, alpha=0.5)
+    assert any(type(i).__name__ == "DmaScatter" for i in program_for(aten.index_add.default, x, 0, idx, src).instructions)
+    perm = torch.randperm(300, generator=torch.Generator().manual_seed(3))[:150]
+    check(aten.index_copy.default, x, 0, perm, randn(600, 150, seed=333, dtype=dtype).t())   # strided source
+    check(aten.index_fill.int_Scalar, x, 0, torch.cat([idx, torch.tensor([-1, -300])]), -2.5)
+    check(aten.index_fill.int_Tensor, x, 0, idx[:20], torch.tensor(4.0, dtype=dtype))
+    v = randn(6, 40, 50, 60, seed=334, dtype=dtype)
+    check(aten.index_add.default, v, 1, randint(0, 40, (30,), seed=335), randn(6, 30, 50, 60, seed=336, dtype=dtype))
+    wide = randn(200, 20000, seed=337, dtype=dtype)                        # a slice cut in two DMAs
+    check(aten.index_copy.default, wide, 0, torch.tensor([5, 199, 0]), randn(3, 20000, seed=338, dtype=dtype))
+
+
+@pytest.mark.parametrize("op", ["aten::index_add", "aten::index_copy", "aten::index_fill.int_Scalar"])
+def test_index_slices_run_at_hbm_speed(op):
+    """The representative calls (docs/roofline-report.md) were 1100-2400x their bound with one-hot
+    matching. Now HBM-bound: self is copied before the scatter (which rows the index overwrites is
+    known only at run time), 1.33-1.67x the bound's bytes, so up to 2.5x the bound on trn1."""
+    from trnscope.device.roofline_sweep import measure
+
+    for target in ("trn1", "trn2"):
+        row = measure(op, target)
+        assert not row.error and row.ratio < 2.5 and row.bottleneck == "dma/hbm" and row.mbu_percent > 50, row
+
+
 # --- trace / vdot --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)

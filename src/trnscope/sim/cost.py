@@ -149,15 +149,19 @@ def dma_shape(ins: Dma | DmaGather | DmaScatter, spec: HardwareSpec) -> DmaShape
         sb_w = write_bytes if dst.space is Space.SBUF else 0
         return DmaShape(descriptors, desc_bytes, rate, fixed, hbm_r, hbm_w, sb_r, sb_w)
     tile = ins.dst if isinstance(ins, DmaGather) else ins.src
+    # one descriptor per contiguous run of a table row (a whole row when the row is dense)
+    run = max(1, min(ins.table.contiguous_run(), ins.table.free_size))
+    per_row = -(-ins.table.free_size // run)
     row_bytes = ins.table.free_size * ins.table.dtype.itemsize
     rows = tile.partitions
     idx_bytes = ins.index.nbytes
     moved = rows * row_bytes
+    desc, desc_bytes = rows * per_row, run * ins.table.dtype.itemsize
     if isinstance(ins, DmaGather):
-        return DmaShape(rows, row_bytes, hbm_rate(spec, moved, moved),
+        return DmaShape(desc, desc_bytes, hbm_rate(spec, moved, moved),
                         spec.dma_fixed_latency_ns + DGE_LATENCY_NS, moved, 0, idx_bytes, moved)
     hbm_r = moved if ins.accumulate else 0
-    return DmaShape(rows, row_bytes, hbm_rate(spec, moved, hbm_r + moved), spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
+    return DmaShape(desc, desc_bytes, hbm_rate(spec, moved, hbm_r + moved), spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
                     hbm_r, moved, idx_bytes + moved, 0)
 
 

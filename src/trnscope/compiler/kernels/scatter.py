@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from math import prod
 
-from ...isa import AP, Act, Activation, Alu, DType, Iota, Memset, Select, TensorReduce, TensorScalar, TensorTensor, \
-    hbm
+from ...isa import AP, Act, Activation, Alu, DmaScatter, DType, Iota, Memset, Select, TensorReduce, TensorScalar, \
+    TensorTensor, hbm
 from ..lowering import LoweringContext, NoLowering, lowering
 from .common import F32, attr, load, queues, row_plan, store
+from ..tiling import coalesce
 from .movement import copy_region
 
 PAIRS = 2048        # (k, j) pairs per row in one mask tile
@@ -315,12 +316,125 @@ def _scatter_reduce(ctx: LoweringContext) -> None:
 
 # --- index_add / index_copy / index_fill: whole slices along dim --------------------------------------
 
+SLICE_MAX = 16384   # elements of one slice moved per indirect DMA row (64 KiB of FP32 per partition)
+ONEHOT_PASSES = 5   # VectorE passes over each (k, j) pair of the one-hot kernel: compare, select, reduce
+
+
+def _slice_dims(meta, dim: int) -> list[tuple[int, int]]:
+    """(stride, size) of the slice at one position of ``dim``: the other dims, coalesced."""
+    dims = [(meta.stride[d], meta.shape[d]) for d in range(meta.ndim) if d != dim and meta.shape[d] > 1]
+    if not dims:
+        return [(1, 1)]
+    shape, (st,) = coalesce(tuple(sz for _, sz in dims), [tuple(st for st, _ in dims)])
+    return list(zip(st, shape))
+
+
+def _dma_beats_onehot(ctx: LoweringContext, K: int, J: int, slice_dims, rows: int) -> bool:
+    """The estimate that picks the kernel, from the simulator's published costs: the indirect DMA moves
+    J slices, one descriptor per contiguous run (max(bytes, 2400) / rate each, over the DMA engines,
+    S5/S6), plus copying ``self``; the one-hot kernel makes ONEHOT_PASSES VectorE passes over K x J
+    pairs for every 128 rows (S9: about one cycle per element and pass)."""
+    spec = ctx.spec
+    out = ctx.call.outputs[0]
+    isz = out.dtype.itemsize
+    slice_elems = prod(sz for _, sz in slice_dims)
+    run = slice_dims[-1][1] if slice_dims[-1][0] == 1 else 1
+    engines = spec.dma_engines * spec.lnc
+    rate = spec.dma_effective_bytes_per_ns
+    desc = J * (slice_elems // run)
+    dma_ns = desc * max(run * isz, spec.dma_descriptor_knee_bytes) / rate / engines + 3 * out.numel * isz / (rate * engines)
+    onehot_ns = -(-rows // spec.partitions) * K * J * ONEHOT_PASSES / (spec.vector_clock_hz / 1e9)
+    return dma_ns < onehot_ns
+
+
+def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, *, source: bool, alpha: float, value,
+                   value_input) -> bool:
+    """index_add / index_copy / index_fill by the DMA engines' indirect scatter (DGE, S7), as the Neuron
+    compiler moves rows by index: ``self`` is copied to the output HBM -> HBM, then each 128 indices'
+    slices are written (copy, fill) or added (index_add: the DMA's accumulate, duplicates summed) at
+    the rows the index names. Every byte crosses HBM once or twice instead of K x J comparisons on
+    VectorE. Returns False (the one-hot kernel runs) when the estimate favours it or the call does not fit."""
+    kb = ctx.kb
+    P = kb.spec.partitions
+    self_m, out, idx = ctx.call.inputs[0], ctx.call.outputs[0], ctx.call.inputs[1]
+    if self_m.ndim == 0 or idx.ndim > 1 or out.numel == 0:
+        return False
+    K, J = out.shape[dim], idx.numel
+    odims = _slice_dims(out, dim)
+    src_m = ctx.call.inputs[2] if source else None
+    sdims = _slice_dims(src_m, dim) if src_m is not None else None
+    if J == 0 or len(odims) > kb.spec.ap_max_dims or (sdims is not None and len(sdims) > kb.spec.ap_max_dims):
+        return False
+    if sdims is not None and [sz for _, sz in sdims] != [sz for _, sz in odims]:
+        return False
+    # slices longer than SLICE_MAX are cut along their innermost dim
+    inner = odims[-1][1]
+    if prod(sz for _, sz in odims) // inner * min(inner, SLICE_MAX) > SLICE_MAX:
+        return False
+    if not _dma_beats_onehot(ctx, K, J, odims, out.numel // max(K, 1)):
+        return False
+    copy_region(kb, ctx.inputs[0], self_m, ctx.outputs[0], out)
+    q_idx, q_in, q_sc = kb.queue("qSyncIO1", "input"), kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO3", "input")
+    cuts = [(c0, min(SLICE_MAX, inner - c0)) for c0 in range(0, inner, SLICE_MAX)]
+    fill = None
+    if not source:
+        fill = kb.tile(P, (1,), out.dtype)
+        if value_input is not None:
+            vm = ctx.call.inputs[value_input]
+            kb.dma(q_idx, hbm(ctx.inputs[value_input], P, 0, [(1, 1)], vm.dtype, offset=vm.offset), fill)
+        else:
+            kb.emit(Memset(out=fill, value=float(value)))
+    held: list[AP] = []
+    ist = idx.stride[0] if idx.ndim else 0
+    for r0 in range(0, J, P):
+        rows = min(P, J - r0)
+        raw = kb.tile(rows, (1,), idx.dtype)
+        kb.dma(q_idx, hbm(ctx.inputs[1], rows, ist, [(1, 1)], idx.dtype, offset=idx.offset + r0 * ist), raw)
+        fi = kb.tile(rows, (1,), F32)
+        kb.copy(raw, fi)
+        neg = kb.tile(rows, (1,), F32)   # index + K where index < 0
+        kb.emit(TensorScalar(inp=fi, out=neg, alu0=Alu.IS_LT, scalar0=0.0, alu1=Alu.MULTIPLY, scalar1=float(K)))
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=fi, in1=neg, out=fi))
+        it = kb.tile(rows, (1,), DType.int32)
+        kb.copy(fi, it)
+        made = [raw, fi, neg, it]
+        for c0, w in cuts:
+            shape_dims = odims[:-1] + [(odims[-1][0], w)]
+            n = prod(sz for _, sz in shape_dims)
+            if source:
+                sd = sdims[:-1] + [(sdims[-1][0], w)]
+                st = kb.tile(rows, (n,), src_m.dtype)
+                kb.dma(q_in, hbm(ctx.inputs[2], rows, src_m.stride[dim], sd, src_m.dtype,
+                                 offset=src_m.offset + r0 * src_m.stride[dim] + c0 * sdims[-1][0]), st)
+                made.append(st)
+                if alpha != 1.0:
+                    sc = kb.tile(rows, (n,), F32)
+                    kb.emit(TensorScalar(inp=st, out=sc, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
+                    made.append(sc)
+                    st = sc
+            else:
+                st = kb.tile(rows, (n,), out.dtype)
+                kb.copy(fill.rows(0, rows).view(0, [(0, n)]), st)
+                made.append(st)
+            table = hbm(ctx.outputs[0], K, out.stride[dim], shape_dims, out.dtype,
+                        offset=out.offset + c0 * odims[-1][0])
+            kb.emit(DmaScatter(queue=q_sc, src=st, index=it, table=table, accumulate=mode == "sum"))
+        kb.release(*held)
+        held = made
+    kb.release(*held)
+    if fill is not None:
+        kb.release(fill)
+    return True
+
+
 def _slices(ctx: LoweringContext, mode: str, *, source: bool = True, alpha: float = 1.0, value=None,
             value_input=None) -> None:
     self_m, out = ctx.call.inputs[0], ctx.call.outputs[0]
     idx = ctx.call.inputs[1]
     nd = max(self_m.ndim, 1)
     dim = _dim(ctx, self_m.ndim)
+    if _slices_by_dma(ctx, mode, dim, source=source, alpha=alpha, value=value, value_input=value_input):
+        return
     J = idx.shape[0] if idx.ndim else 1
     s_shape = self_m.shape if self_m.ndim else (1,)
     shape = tuple(J if d == dim else s_shape[d] for d in range(nd))
