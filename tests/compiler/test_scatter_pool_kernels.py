@@ -139,6 +139,24 @@ def test_index_slices_by_indirect_dma(dtype):
     check(aten.index_copy.default, wide, 0, torch.tensor([5, 199, 0]), randn(3, 20000, seed=338, dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_of_an_index_expanded_over_the_slice_moves_slices(dtype):
+    """``scatter_add(0, idx[:, None].expand(-1, D), src)`` (message passing, bincount-style sums) is an
+    index_add: it takes the same indirect DMA, also for a partial slice and a narrower source."""
+    from .helpers import program_for
+
+    x = randn(300, 700, seed=340, dtype=dtype)
+    idx = randint(0, 300, (500,), seed=341)
+    src = randn(500, 700, seed=342, dtype=dtype)
+    full = idx[:, None].expand(-1, 700)
+    check(aten.scatter_add.default, x, 0, full, src)
+    assert any(type(i).__name__ == "DmaScatter" for i in program_for(aten.scatter_add.default, x, 0, full, src).instructions)
+    check(aten.scatter_reduce.two, x, 0, full, src, "sum")
+    perm = torch.randperm(300, generator=torch.Generator().manual_seed(4))[:200]
+    check(aten.scatter.src, x, 0, perm[:, None].expand(-1, 600), randn(200, 650, seed=343, dtype=dtype))
+    check(aten.scatter.value, x.t(), 1, perm[None, :].expand(500, -1), 1.5)
+
+
 @pytest.mark.parametrize("op", ["aten::index_add", "aten::index_copy", "aten::index_fill.int_Scalar"])
 def test_index_slices_run_at_hbm_speed(op):
     """The representative calls (docs/roofline-report.md) were 1100-2400x their bound with one-hot

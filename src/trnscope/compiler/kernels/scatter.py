@@ -278,6 +278,13 @@ def _elementwise(ctx: LoweringContext, mode: str, *, src: bool = True, include_s
         sst = s.stride if s.ndim else (1,)
     if ctx.call.outputs[0].numel == 0:
         return
+    # an index that is the same across each slice (``idx.unsqueeze(-1).expand_as(src)``) scatters
+    # whole slices: index_add / index_copy / index_fill's indirect DMA
+    if (idx.ndim and mode in ("sum", "set") and include_self and value_input is None
+            and all(ist[d] == 0 for d in range(idx.ndim) if d != dim and shape[d] > 1)
+            and _slices_by_dma(ctx, mode, dim, (shape[dim], ist[dim], idx.offset), tuple(shape), source=src,
+                               value=value)):
+        return
     _emit_scatter(ctx, dim=dim, shape=shape, idx_strides=ist, src_strides=sst, mode=mode, include_self=include_self,
                   value=value, value_input=value_input)
 
@@ -320,13 +327,13 @@ SLICE_MAX = 16384   # elements of one slice moved per indirect DMA row (64 KiB o
 ONEHOT_PASSES = 5   # VectorE passes over each (k, j) pair of the one-hot kernel: compare, select, reduce
 
 
-def _slice_dims(meta, dim: int) -> list[tuple[int, int]]:
-    """(stride, size) of the slice at one position of ``dim``: the other dims, coalesced."""
-    dims = [(meta.stride[d], meta.shape[d]) for d in range(meta.ndim) if d != dim and meta.shape[d] > 1]
+def _slice_dims(meta, dim: int, shape: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(stride, size) of ``meta``'s slice of ``shape`` (the dims but ``dim``) at one position of ``dim``, coalesced."""
+    dims = [(meta.stride[d], shape[d]) for d in range(meta.ndim) if d != dim and shape[d] > 1]
     if not dims:
         return [(1, 1)]
-    shape, (st,) = coalesce(tuple(sz for _, sz in dims), [tuple(st for st, _ in dims)])
-    return list(zip(st, shape))
+    cshape, (st,) = coalesce(tuple(sz for _, sz in dims), [tuple(st for st, _ in dims)])
+    return list(zip(st, cshape))
 
 
 def _dma_beats_onehot(ctx: LoweringContext, K: int, J: int, slice_dims, rows: int) -> bool:
@@ -347,23 +354,28 @@ def _dma_beats_onehot(ctx: LoweringContext, K: int, J: int, slice_dims, rows: in
     return dma_ns < onehot_ns
 
 
-def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, *, source: bool, alpha: float, value,
-                   value_input) -> bool:
-    """index_add / index_copy / index_fill by the DMA engines' indirect scatter (DGE, S7), as the Neuron
-    compiler moves rows by index: ``self`` is copied to the output HBM -> HBM, then each 128 indices'
-    slices are written (copy, fill) or added (index_add: the DMA's accumulate, duplicates summed) at
-    the rows the index names. Every byte crosses HBM once or twice instead of K x J comparisons on
-    VectorE. Returns False (the one-hot kernel runs) when the estimate favours it or the call does not fit."""
+def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, int, int], shape: tuple[int, ...], *,
+                   source: bool, alpha: float = 1.0, value=None, value_input=None) -> bool:
+    """index_add / index_copy / index_fill (and scatters whose index is the same across the slice) by
+    the DMA engines' indirect scatter (DGE, S7), as the Neuron compiler moves rows by index: ``self``
+    is copied to the output HBM -> HBM, then each 128 indices' slices are written (copy, fill) or
+    added (the DMA's accumulate, duplicates summed) at the positions the index names. Every byte
+    crosses HBM once or twice instead of K x J comparisons on VectorE.
+
+    ``index``: (elements J, stride, offset) of the 1-D index along ``dim``; ``shape``: the slices'
+    extent (``shape[dim]`` = J), the source's and the output's strides walk it. Returns False (the
+    one-hot kernel runs) when the estimate favours it or the call does not fit."""
     kb = ctx.kb
     P = kb.spec.partitions
     self_m, out, idx = ctx.call.inputs[0], ctx.call.outputs[0], ctx.call.inputs[1]
-    if self_m.ndim == 0 or idx.ndim > 1 or out.numel == 0:
+    J, ist, ioff = index
+    if self_m.ndim == 0 or out.numel == 0 or J == 0:
         return False
-    K, J = out.shape[dim], idx.numel
-    odims = _slice_dims(out, dim)
+    K = out.shape[dim]
+    odims = _slice_dims(out, dim, shape)
     src_m = ctx.call.inputs[2] if source else None
-    sdims = _slice_dims(src_m, dim) if src_m is not None else None
-    if J == 0 or len(odims) > kb.spec.ap_max_dims or (sdims is not None and len(sdims) > kb.spec.ap_max_dims):
+    sdims = _slice_dims(src_m, dim, shape) if src_m is not None else None
+    if len(odims) > kb.spec.ap_max_dims or (sdims is not None and len(sdims) > kb.spec.ap_max_dims):
         return False
     if sdims is not None and [sz for _, sz in sdims] != [sz for _, sz in odims]:
         return False
@@ -371,7 +383,7 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, *, source: bool, a
     inner = odims[-1][1]
     if prod(sz for _, sz in odims) // inner * min(inner, SLICE_MAX) > SLICE_MAX:
         return False
-    if not _dma_beats_onehot(ctx, K, J, odims, out.numel // max(K, 1)):
+    if not _dma_beats_onehot(ctx, K, J, odims, prod(sz for _, sz in odims)):
         return False
     copy_region(kb, ctx.inputs[0], self_m, ctx.outputs[0], out)
     q_idx, q_in, q_sc = kb.queue("qSyncIO1", "input"), kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO3", "input")
@@ -385,11 +397,10 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, *, source: bool, a
         else:
             kb.emit(Memset(out=fill, value=float(value)))
     held: list[AP] = []
-    ist = idx.stride[0] if idx.ndim else 0
     for r0 in range(0, J, P):
         rows = min(P, J - r0)
         raw = kb.tile(rows, (1,), idx.dtype)
-        kb.dma(q_idx, hbm(ctx.inputs[1], rows, ist, [(1, 1)], idx.dtype, offset=idx.offset + r0 * ist), raw)
+        kb.dma(q_idx, hbm(ctx.inputs[1], rows, ist, [(1, 1)], idx.dtype, offset=ioff + r0 * ist), raw)
         fi = kb.tile(rows, (1,), F32)
         kb.copy(raw, fi)
         neg = kb.tile(rows, (1,), F32)   # index + K where index < 0
@@ -433,11 +444,12 @@ def _slices(ctx: LoweringContext, mode: str, *, source: bool = True, alpha: floa
     idx = ctx.call.inputs[1]
     nd = max(self_m.ndim, 1)
     dim = _dim(ctx, self_m.ndim)
-    if _slices_by_dma(ctx, mode, dim, source=source, alpha=alpha, value=value, value_input=value_input):
-        return
     J = idx.shape[0] if idx.ndim else 1
     s_shape = self_m.shape if self_m.ndim else (1,)
     shape = tuple(J if d == dim else s_shape[d] for d in range(nd))
+    if _slices_by_dma(ctx, mode, dim, (J, idx.stride[0] if idx.ndim else 0, idx.offset), shape, source=source,
+                      alpha=alpha, value=value, value_input=value_input):
+        return
     ist = tuple((idx.stride[0] if idx.ndim else 0) if d == dim else 0 for d in range(nd))
     sst = None
     if source:
