@@ -226,6 +226,18 @@ def _tensors(v):
             yield from _tensors(x)
 
 
+def _attention_flops(name: str, args, kwargs) -> float:
+    """The model FLOPs of attention (q k^T and p v over the (query, key) pairs the mask lets through:
+    half the square and the diagonal when causal), not what a kernel happens to compute; 0 otherwise."""
+    if "scaled_dot_product" not in name:
+        return 0.0
+    q, k, v = args[:3]
+    L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+    heads = q.numel() // (L * E)
+    pairs = sum(min(i + 1, S) for i in range(L)) if kwargs.get("is_causal") else L * S
+    return 2.0 * heads * pairs * (E + Ev)
+
+
 def measure(name: str, target: str) -> Row | None:
     built = build_call(name)
     if built is None:
@@ -259,7 +271,7 @@ def measure(name: str, target: str) -> Row | None:
     # an op that needs only part of an input (a gather's table, a slice) moves what its kernel moves
     nbytes = min(nbytes, s["hbm_read_bytes"] + s["hbm_write_bytes"])
     mem_ns = nbytes / spec.hbm_bytes_per_s_per_core * 1e9
-    flop_ns = s["model_flops"] / peak * 1e9
+    flop_ns = (_attention_flops(name, args, kwargs) or s["model_flops"]) / peak * 1e9
     row.bound_ns = max(mem_ns, flop_ns) + 2 * spec.dma_fixed_latency_ns
     row.limit = "flops" if flop_ns > mem_ns else "hbm"
     row.time_ns = s["total_time_ns"]

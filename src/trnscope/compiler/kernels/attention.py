@@ -14,12 +14,16 @@ compute. Per 128-row query tile and 512-column key block
   own PSUM bank so the key dim is on the partitions, and accumulates p v into the accumulator.
 
 After the last block the accumulator is divided by the row sum on its way out of PSUM. Scores
-and probabilities never leave SBUF/PSUM. Two query tiles are in flight ("lanes"): their blocks
+and probabilities never leave SBUF/PSUM. V is loaded per full key block with
+partition r holding that block's keys r*c .. r*c + c - 1 (c chunks of 128: contiguous runs of c rows
+rather than one 256-byte row per partition), the probabilities transposed in the matching order; a
+head's log-sum-exp is gathered into one row and stored once. Two query tiles are in flight ("lanes"): their blocks
 are emitted stage by stage in turn, and each lane's next scores block is issued before its
 current softmax, so every engine's in-order stream alternates between independent work.
 
-``is_causal`` (top-left aligned, as PyTorch) skips key blocks above the diagonal and masks the
-diagonal blocks with an additive -inf tile made once per diagonal offset (GpSimdE affine_select);
+``is_causal`` (top-left aligned, as PyTorch) skips key blocks above the diagonal, computes only
+the key columns a diagonal block's queries can see, and masks their triangle in place in PSUM with
+an additive -inf tile made once per diagonal offset (GpSimdE affine_select);
 an explicit mask (boolean or additive, broadcast by strides) is applied to the scaled scores in
 SBUF. Dropout is refused (the device RNG cannot reproduce PyTorch's stream).
 """
@@ -93,8 +97,22 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
         raise NotImplementedError(f"attention: K^T, Q^T and V of one head ({per_head} bytes per partition) "
                                   f"do not fit SBUF; sequence too long for the resident-KV kernel")
     sets = 2 if B * H > 1 and 2 * per_head <= room else 1
+    def v_tiles():
+        """V of one head: per full key block one [P, nck x Ev] tile whose partition r holds keys
+        s0 + r*nck .. s0 + r*nck + nck - 1 (one contiguous run of nck rows per partition: 1 KiB
+        descriptors for 128-wide BF16 heads instead of 256-byte rows); a partial block per 128 keys."""
+        tiles = []
+        for s0, sb in s_blocks:
+            nck = ceil_div(sb, P)
+            if sb == nck * P and nck > 1 and v.stride[-1] == 1:
+                tiles.append(("perm", s0, nck, kb.tile(P, (nck * Ev,), v.dtype)))
+            else:
+                tiles += [("rows", c0, 1, kb.tile(min(P, S - c0), (Ev,), v.dtype))
+                          for c0 in range(s0, s0 + sb, P)]
+        return tiles
+
     buffers = [([kb.tile(ec, (S,), dt) for _, ec in e_chunks], [kb.tile(ec, (L,), dt) for _, ec in e_chunks],
-                [kb.tile(sc, (Ev,), v.dtype) for _, sc in v_chunks]) for _ in range(sets)]
+                v_tiles()) for _ in range(sets)]
     head = 0
     for b in range(B):
         for h in range(H):
@@ -106,10 +124,15 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                      [(k.stride[-2], S)], ktile)
                 load(kb, q_in[1], ctx.inputs[0], dt, off(q, b, h) + e0 * q.stride[-1], q.stride[-1], ec,
                      [(q.stride[-2], L)], qtile)
-            vt = vt_buf
-            for (c0, sc), t in zip(v_chunks, vt):
-                load(kb, q_in[c0 // P % 2], ctx.inputs[2], v.dtype, off(v, b, hk) + c0 * v.stride[-2], v.stride[-2],
-                     sc, [(v.stride[-1], Ev)], t)
+            vt = {}          # first key of a block or of a 128-key chunk -> (layout, chunks, tile)
+            for n, (kind, c0, nck, t) in enumerate(vt_buf):
+                if kind == "perm":
+                    kb.dma(q_in[n % 2], hbm(ctx.inputs[2], P, nck * v.stride[-2], [(v.stride[-2], nck), (1, Ev)],
+                                            v.dtype, offset=off(v, b, hk) + c0 * v.stride[-2]), t)
+                else:
+                    load(kb, q_in[n % 2], ctx.inputs[2], v.dtype, off(v, b, hk) + c0 * v.stride[-2], v.stride[-2],
+                         t.partitions, [(v.stride[-1], Ev)], t)
+                vt[c0] = (kind, nck, t)
             # the (query tile, key block) work items of this head; causal skips the blocks entirely
             # above the diagonal. Two query tiles are in flight, their blocks alternating.
             per_tile = [[(q0, min(P, L - q0), s0, sb) for s0, sb in s_blocks
@@ -120,12 +143,19 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             state: dict[int, dict] = {}
             finished: list[list[AP]] = []
 
+            def seen(q0: int, lq: int, s0: int, sb: int) -> int:
+                """Key columns of a block the tile's queries can see: under the causal mask the keys
+                past the tile's last query are hidden from every row, so they are never computed."""
+                return min(sb, q0 + lq - s0) if causal else sb
+
             def scores_of(i: int) -> AP:
                 q0, lq, s0, sb = items[i]
+                se = seen(q0, lq, s0, sb)
                 sc_t = kb.psum_tile(lq, (sb,))
                 for j, (e0, ec) in enumerate(e_chunks):
                     kb.emit(LoadStationary(src=qt[j].view(q0, [(1, lq)])))
-                    kb.emit(MultiplyMoving(moving=kt[j].view(s0, [(1, sb)]), dst=sc_t, accumulate=j > 0))
+                    kb.emit(MultiplyMoving(moving=kt[j].view(s0, [(1, se)]), dst=sc_t.view(0, [(1, se)]),
+                                           accumulate=j > 0))
                 return sc_t
 
             def block(i: int, scores: AP):
@@ -140,19 +170,21 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                                         "total": kb.tile(lq, (1,), F32)}
                 acc, total = st_q["acc"], st_q["total"]
                 # the logits the softmax reads, and the factor still to apply to them
-                logits, factor, tmp = scores, scale, None
-                if causal and s0 + sb - 1 > q0:
-                    key = (q0 - s0, lq, sb)
+                se = seen(q0, lq, s0, sb)
+                logits, factor, tmp = scores.view(0, [(1, se)]), scale, None
+                if causal and s0 + se - 1 > q0:
+                    # only the columns past the first query's key hold a triangle: masked in place in PSUM
+                    t0 = max(0, q0 - s0)
+                    key = (q0 - s0 - t0, lq, se - t0)
                     if key not in causal_masks:
-                        mt = kb.tile(lq, (sb,), F32)
+                        mt = kb.tile(lq, (se - t0,), F32)
                         kb.emit(Memset(out=mt, value=0.0))
-                        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + f) >= 0; else -inf
-                        kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0, channel_multiplier=1,
+                        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0; else -inf
+                        kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0 - t0, channel_multiplier=1,
                                              coefs=(-1,), fill=fill))
                         causal_masks[key] = mt
-                    tmp = kb.tile(lq, (sb,), F32)
-                    kb.emit(TensorTensor(alu=Alu.ADD, in0=scores, in1=causal_masks[key], out=tmp))
-                    logits = tmp
+                    tri = scores.view(t0, [(1, se - t0)])
+                    kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
                 elif mask is not None:
                     tmp = kb.tile(lq, (sb,), F32)
                     kb.emit(Activation(func=Act.COPY, inp=scores, out=tmp, scale=scale))
@@ -179,16 +211,21 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                     kb.emit(TensorScalar(inp=nmb, out=nmb, alu0=Alu.MIN, scalar0=FLT_MAX))
                 yield
                 p = kb.tile(lq, (sb,), pdt)
+                perm = vt[s0][0] == "perm"
+                p_seen = p.view(0, [(1, se)])
+                if se < sb and perm:
+                    # V's block layout mixes the hidden keys into every chunk: their probabilities are 0
+                    kb.emit(Memset(out=p.view(se, [(1, sb - se)]), value=0.0))
                 corr = None
                 if first:
-                    kb.emit(Activation(func=Act.EXP, inp=logits, out=p, scale=factor, bias=nmb, accum_out=total))
+                    kb.emit(Activation(func=Act.EXP, inp=logits, out=p_seen, scale=factor, bias=nmb, accum_out=total))
                 else:
                     neg_m = st_q["neg_m"]
                     corr = kb.tile(lq, (1,), F32)
                     part = kb.tile(lq, (1,), F32)
                     kb.emit(TensorTensor(alu=Alu.MIN, in0=neg_m, in1=nmb, out=nmb))        # -(new max)
                     kb.emit(Activation(func=Act.EXP, inp=neg_m, out=corr, scale=-1.0, bias=nmb))
-                    kb.emit(Activation(func=Act.EXP, inp=logits, out=p, scale=factor, bias=nmb, accum_out=part))
+                    kb.emit(Activation(func=Act.EXP, inp=logits, out=p_seen, scale=factor, bias=nmb, accum_out=part))
                     # total = total * corr + part, on ScalarE (per-partition scale and bias)
                     kb.emit(Activation(func=Act.COPY, inp=total, out=total, scale=corr, bias=part))
                     kb.release(part, neg_m)
@@ -196,26 +233,30 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 yield
                 # p^T, 128 keys at a time, through PSUM into SBUF; the accumulator is rescaled meanwhile
                 nck = ceil_div(sb, P)
+                # the row layout needs only the chunks holding seen keys
+                used = nck if perm else ceil_div(se, P)
+                width = sb if perm else se
                 # the transposes land in the scores' own bank (the exp has read it): PSUM holds two
-                # lanes x (two score blocks + accumulator) this way
+                # lanes x (two score blocks + accumulator) this way. With V's block layout, chunk c
+                # takes keys s0 + c, s0 + c + nck, ... (the keys V's partitions hold)
                 pT_ps = scores.with_dtype(pdt).view(0, [(1, nck * lq)], partitions=P)
-                for c in range(nck):
-                    sc = min(P, sb - c * P)
-                    kb.emit(TensorTranspose(src=p.view(c * P, [(1, sc)]),
-                                            dst=pT_ps.view(c * lq, [(1, lq)], partitions=sc)))
+                for c in range(used):
+                    sc = min(P, width - c * P)
+                    src = p.view(c, [(nck, sc)]) if perm else p.view(c * P, [(1, sc)])
+                    kb.emit(TensorTranspose(src=src, dst=pT_ps.view(c * lq, [(1, lq)], partitions=sc)))
                 if corr is not None:
                     for a in acc:
                         kb.emit(TensorScalar(inp=a, out=a, alu0=Alu.MULTIPLY, scalar0=corr))
                     kb.release(corr)
                 yield
                 pT = kb.tile(P, (nck * lq,), pdt)
-                full = sb // P
+                full = width // P
                 rng = [(0, full * lq, P)] if full else []
-                if sb % P:
-                    rng.append((full * lq, lq, sb % P))
-                for start, width, parts in rng:
-                    src = pT_ps.view(start, [(1, width)], partitions=parts)
-                    dst = pT.view(start, [(1, width)], partitions=parts)
+                if width % P:
+                    rng.append((full * lq, lq, width % P))
+                for start, cols, parts in rng:
+                    src = pT_ps.view(start, [(1, cols)], partitions=parts)
+                    dst = pT.view(start, [(1, cols)], partitions=parts)
                     # VectorE carries the max and the rescales: ScalarE takes 2 of 3 copies
                     if turn % 3:
                         kb.emit(Activation(func=Act.COPY, inp=src, out=dst))
@@ -223,10 +264,10 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                         kb.copy(src, dst)
                     turn += 1
                 yield
-                for c in range(nck):
-                    sc = min(P, sb - c * P)
+                for c in range(used):
+                    sc = min(P, width - c * P)
                     kb.emit(LoadStationary(src=pT.view(c * lq, [(1, lq)], partitions=sc)))
-                    vtile = vt[(s0 + c * P) // P]
+                    vtile = vt[s0][2].view(c * Ev, [(1, Ev)]) if perm else vt[s0 + c * P][2].rows(0, sc)
                     for (e0, w), a in zip(ev_slices, acc):
                         kb.emit(MultiplyMoving(moving=vtile.view(e0, [(1, w)]), dst=a,
                                                accumulate=not (first and c == 0)))
@@ -243,12 +284,15 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                       out.stride[-2], lq, [(out.stride[-1], Ev)])
                 extra = []
                 if lse_out is not None:
-                    lm = ctx.call.outputs[lse_out]
+                    # log-sum-exp of the tile's rows, turned into a row of the head's [1, L] vector
+                    # (TensorE transpose into the accumulator's bank, which the division has read):
+                    # one store of L contiguous values per head, not L 4-byte descriptors
                     lt = kb.tile(lq, (1,), F32)
                     kb.emit(Activation(func=Act.LOG, inp=total, out=lt))
                     kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=lt, in1=neg_m, out=lt))
-                    lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0) + h * lm.stride[-2] + q0 * lm.stride[-1]
-                    store(kb, q_out, lt, ctx.outputs[lse_out], lm.dtype, lo, lm.stride[-1], lq, [(1, 1)])
+                    row_ps = acc[0].view(0, [(1, lq)], partitions=1)
+                    kb.emit(TensorTranspose(src=lt, dst=row_ps))
+                    kb.copy(row_ps, lse_row.view(q0, [(1, lq)]))
                     extra.append(lt)
                 del state[q0]
                 # released one finished tile late: the next tile's accumulator gets another bank, so
@@ -275,6 +319,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                     for _ in gen:
                         yield
 
+            lse_row = kb.tile(1, (L,), F32) if lse_out is not None else None
             active = [lane(k) for k in range(lanes)]
             while active:
                 for gen in list(active):
@@ -282,12 +327,16 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                         next(gen)
                     except StopIteration:
                         active.remove(gen)
-            held_q = [t for group in finished for t in group]
+            if lse_row is not None:
+                lm = ctx.call.outputs[lse_out]
+                lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0) + h * lm.stride[-2]
+                kb.dma(q_out, lse_row, hbm(ctx.outputs[lse_out], 1, 0, [(lm.stride[-1], L)], lm.dtype, offset=lo))
+            held_q = [t for group in finished for t in group] + ([lse_row] if lse_row is not None else [])
             kb.release(*held_bh)
             held_bh = list(held_q)
     kb.release(*held_bh, *causal_masks.values())
-    for kt, qt, vt in buffers:
-        kb.release(*kt, *qt, *vt)
+    for kt, qt, vts in buffers:
+        kb.release(*kt, *qt, *(t for *_, t in vts))
     if neg_big is not None:
         kb.release(neg_big)
 
