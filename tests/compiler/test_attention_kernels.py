@@ -83,3 +83,29 @@ def test_overrideable_fused_attention_entry_point():
     got_out, got_lse, _ = run_call(call, [q, k, k, None], [out, lse, aux])
     torch.testing.assert_close(got_out, out, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)
+
+
+def test_fp32_attention_is_auto_cast_like_every_matmul():
+    """neuronx-cc's default --auto-cast matmult casts FP32 attention's q k^T and p v to BF16 (the
+    Program records it); --auto-cast none keeps them FP32 at TensorE's quarter rate."""
+    import numpy as np
+
+    from trnscope import hw, interp
+    from trnscope.compiler import precision
+    from trnscope.compiler.verify import span_array
+    from trnscope.sim import simulate
+
+    q, k, v = (randn(1, 2, 300, 64, seed=s) for s in (20, 21, 22))
+    with precision.auto_cast("matmult"):
+        cast = program_for(SDPA, q, k, v, is_causal=True)
+    with precision.auto_cast("none"):
+        full = program_for(SDPA, q, k, v, is_causal=True)
+    assert cast.meta["auto_cast"] == "matmult/bf16" and "auto_cast" not in full.meta
+    assert {i.moving.dtype.value for i in cast.instructions if i.OPCODE == "MATMUL"} == {"bfloat16"}
+    assert {i.moving.dtype.value for i in full.instructions if i.OPCODE == "MATMUL"} == {"float32"}
+    te = {n: simulate(p, hw.TRN1).summary["engines"]["tensor"]["instruction_time_ns"] for n, p in
+          (("cast", cast), ("full", full))}
+    assert te["full"] > 3 * te["cast"]
+    got = np.asarray(interp.run(cast, {"in0": span_array(q), "in1": span_array(k), "in2": span_array(v)})["out0"])
+    ref = SDPA(q, k, v, is_causal=True)
+    np.testing.assert_allclose(got.reshape(ref.shape), ref.numpy(), rtol=2e-2, atol=2e-2)

@@ -59,8 +59,15 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     if scale == 0.0:
         raise NotImplementedError("attention with scale 0")
+    from ..precision import matmul_dtype, note_cast
+
     dt = q.dtype
-    pdt = dt if dt.itemsize != 4 else F32   # probabilities feed TensorE with v: same width as v
+    # the dtype TensorE reads: FP32 attention's two matmuls are cast to BF16 under neuronx-cc's default
+    # --auto-cast matmult, as every other matmul (q, k and v cast by the DMAs that load them)
+    mdt = matmul_dtype(q.dtype, k.dtype, v.dtype) or dt
+    if mdt != dt:
+        note_cast(kb.p, mdt)
+    pdt = mdt if mdt.itemsize != 4 else F32   # probabilities feed TensorE with v: same width as v
     B = batch[0] if len(batch) == 2 else 1
     H = batch[-1] if batch else 1
     Hk = k.shape[-3] if k.ndim >= 3 else 1
@@ -91,7 +98,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     turn = 0
     # K^T, Q^T and V of a head live in one of two buffer sets allocated up front, so the next head's
     # loads overlap this head's compute without waiting for bytes its temporaries used
-    per_head = len(e_chunks) * (S + L) * dt.itemsize + len(v_chunks) * Ev * v.dtype.itemsize
+    per_head = len(e_chunks) * (S + L) * mdt.itemsize + len(v_chunks) * Ev * mdt.itemsize
     room = kb.spec.sbuf_bytes_per_partition - 48 * 1024   # per-block tiles and causal masks
     if per_head > room:
         raise NotImplementedError(f"attention: K^T, Q^T and V of one head ({per_head} bytes per partition) "
@@ -105,13 +112,13 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
         for s0, sb in s_blocks:
             nck = ceil_div(sb, P)
             if sb == nck * P and nck > 1 and v.stride[-1] == 1:
-                tiles.append(("perm", s0, nck, kb.tile(P, (nck * Ev,), v.dtype)))
+                tiles.append(("perm", s0, nck, kb.tile(P, (nck * Ev,), mdt)))
             else:
-                tiles += [("rows", c0, 1, kb.tile(min(P, S - c0), (Ev,), v.dtype))
+                tiles += [("rows", c0, 1, kb.tile(min(P, S - c0), (Ev,), mdt))
                           for c0 in range(s0, s0 + sb, P)]
         return tiles
 
-    buffers = [([kb.tile(ec, (S,), dt) for _, ec in e_chunks], [kb.tile(ec, (L,), dt) for _, ec in e_chunks],
+    buffers = [([kb.tile(ec, (S,), mdt) for _, ec in e_chunks], [kb.tile(ec, (L,), mdt) for _, ec in e_chunks],
                 v_tiles()) for _ in range(sets)]
     head = 0
     for b in range(B):
