@@ -290,3 +290,25 @@ def test_group_norm_rows_across_groups(affine, dtype):
     x = randn(50, 8, 3, 3, seed=141, dtype=dtype)   # 200 (sample, group) rows: two tiles
     w, b = (randn(8, seed=142, dtype=dtype), randn(8, seed=143, dtype=dtype)) if affine else (None, None)
     check(aten.native_group_norm.default, x, w, b, 50, 8, 9, 4, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_rows_longer_than_sbuf_holds_twice(affine, dtype):
+    """8 groups of 8 channels of 80x80 (51200 elements per row: read twice, in pieces within a channel)
+    and groups of whole small channels in pieces: no SBUF overflow, PyTorch's numbers."""
+    x = randn(2, 64, 80, 80, seed=144, dtype=dtype)
+    w, b = (randn(64, seed=145, dtype=dtype), randn(64, seed=146, dtype=dtype)) if affine else (None, None)
+    check(aten.native_group_norm.default, x, w, b, 2, 64, 6400, 8, 1e-5)
+    y = randn(3, 256, 10, 10, seed=147, dtype=dtype)
+    w2, b2 = (randn(256, seed=148, dtype=dtype), randn(256, seed=149, dtype=dtype)) if affine else (None, None)
+    check(aten.native_group_norm.default, y, w2, b2, 3, 256, 100, 2, 1e-5)   # 128 channels of 100 per row
+
+
+def test_nll_loss_backward_over_32000_classes_in_chunks():
+    logp = torch.log_softmax(randn(300, 32000, seed=150), -1)
+    tgt = randint(0, 32000, (300,), seed=151)
+    tgt[7] = -100
+    tw = torch.tensor(299.0)
+    check(aten.nll_loss_backward.default, torch.tensor(1.5), logp, tgt, None, 1, -100, tw)
+    check(aten.nll_loss_backward.default, randn(300, seed=152), logp, tgt, None, 0, -100, tw)

@@ -151,6 +151,20 @@ def _batch_norm_with_update(ctx: LoweringContext) -> None:
     _batch_norm(ctx, True, 1, 2, 3, 4, float(attr(ctx, "momentum", 0.1)), float(attr(ctx, "eps", 1e-5)))
 
 
+GROUP_PIECE = 8192   # elements of a (sample, group) row normalised at a time
+
+
+def _group_pieces(cg: int, HW: int, width: int) -> list[tuple[int, int, int, int, int]]:
+    """A group norm row (cg channels of HW elements) in pieces of whole channels, or of one channel's
+    part when a channel is longer than ``width``: (offset, elements, first channel, channels,
+    elements per channel in the piece)."""
+    if HW <= width:
+        k = max(1, min(cg, width // max(HW, 1)))
+        return [(j0 * HW, min(k, cg - j0) * HW, j0, min(k, cg - j0), HW) for j0 in range(0, cg, k)]
+    return [(j * HW + e0, min(width, HW - e0), j, 1, min(width, HW - e0)) for j in range(cg)
+            for e0 in range(0, HW, width)]
+
+
 @lowering("aten::native_group_norm")
 def _native_group_norm(ctx: LoweringContext) -> None:
     BN_MAX = ctx.spec.bn_stats_fmax  # bn_stats' largest free size on the target
@@ -168,33 +182,54 @@ def _native_group_norm(ctx: LoweringContext) -> None:
     ym = TensorMeta((rows_total, h), (h, 1), y.dtype, y.offset)
     plan = row_plan((rows_total, h), [1], [xm.stride, ym.stride], [xm.offset, ym.offset], parts=ctx.spec.partitions)
     qin, qout = queues(kb)
+    pieces = _group_pieces(cg, HW, GROUP_PIECE)
+    # a (sample, group) row stays in SBUF between the statistics and the normalisation when it takes
+    # at most a third of a partition; longer rows (8 groups of 64 channels of 64x64) are read twice
+    resident = h * x.dtype.itemsize <= ctx.spec.sbuf_bytes_per_partition // 3
+    nbn = sum(ceil_div(wd, BN_MAX) for _, wd, _, _, _ in pieces)
     held: list[AP] = []
     for t in plan.tiles:
         rows, r0 = t.rows, t.row0
-        xt = kb.tile(rows, (h,), x.dtype)
-        load(kb, qin[0], ctx.inputs[0], x.dtype, t.offsets[0], t.pstrides[0], rows, plan.dims(0), xt)
-        nbn = ceil_div(h, BN_MAX)
+        tiles: list[AP] = []
+        xt = kb.tile(rows, (h,), x.dtype) if resident else None
+        if resident:
+            load(kb, qin[0], ctx.inputs[0], x.dtype, t.offsets[0], t.pstrides[0], rows, plan.dims(0), xt)
+            tiles.append(xt)
+
+        def piece_of(c0: int, w: int, q: int) -> AP:
+            if resident:
+                return xt.view(c0, [(1, w)])
+            pt = kb.tile(rows, (w,), x.dtype)
+            load(kb, q, ctx.inputs[0], x.dtype, t.offsets[0] + c0, t.pstrides[0], rows, [(1, w)], pt)
+            return pt
+
         st = kb.tile(rows, (3 * nbn,), F32)
-        for k in range(nbn):
-            kb.emit(BnStats(inp=xt.view(k * BN_MAX, [(1, min(BN_MAX, h - k * BN_MAX))]), out=st.view(3 * k, [(1, 3)])))
+        k = 0
+        prev: list[AP] = []
+        for n, (c0, wd, _, _, _) in enumerate(pieces):
+            xp = piece_of(c0, wd, qin[n % 2])
+            for e0 in range(0, wd, BN_MAX):
+                kb.emit(BnStats(inp=xp.view(e0, [(1, min(BN_MAX, wd - e0))]), out=st.view(3 * k, [(1, 3)])))
+                k += 1
+            if not resident:
+                kb.release(*prev)
+                prev = [xp]
+        kb.release(*prev)
         mv = kb.tile(rows, (2,), F32)
         kb.emit(BnAggr(inp=st, out=mv))
         rstd, nmr = kb.tile(rows, (1,), F32), kb.tile(rows, (1,), F32)
         kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=rstd, alu0=Alu.ADD, scalar0=eps, alu1=Alu.POW, scalar1=-0.5))
         kb.emit(TensorScalar(inp=mv.view(0, [(1, 1)]), out=nmr, alu0=Alu.MULTIPLY, scalar0=rstd, alu1=Alu.MULTIPLY,
                              scalar1=-1.0))
-        yt = kb.tile(rows, (h,), y.dtype)
-        tiles = [xt, st, mv, rstd, nmr, yt]
-        if w is None and b is None:
-            kb.emit(Activation(func=Act.COPY, inp=xt, out=yt, scale=rstd, bias=nmr))
-        else:
-            xh = kb.tile(rows, (h,), F32)
-            kb.emit(Activation(func=Act.COPY, inp=xt, out=xh, scale=rstd, bias=nmr))
+        tiles += [st, mv, rstd, nmr]
+        vts = {}
+        affine = w is not None or b is not None
+        if affine:
             # row r is group r % G: its channels' weights, gathered by index (g * C/G + j)
             gidx = kb.tile(rows, (1,), "int32")
             kb.emit(Iota(out=gidx, base=r0, channel_multiplier=1))
             kb.emit(TensorScalar(inp=gidx, out=gidx, alu0=Alu.MOD, scalar0=G))
-            per_ch = xh.view(0, [(HW, cg), (1, HW)])
+            tiles.append(gidx)
             for k, meta in ((1, w), (2, b)):
                 if meta is None:
                     continue
@@ -202,12 +237,28 @@ def _native_group_norm(ctx: LoweringContext) -> None:
                 table = hbm(ctx.inputs[k], G, cg * meta.stride[0], [(meta.stride[0], cg)], meta.dtype,
                             offset=meta.offset)
                 kb.emit(DmaGather(queue=qin[1], table=table, index=gidx, dst=vt))
-                kb.emit(TensorTensor(alu=Alu.MULTIPLY if k == 1 else Alu.ADD, in0=per_ch,
-                                     in1=vt.view(0, [(1, cg), (0, HW)]), out=per_ch))
+                vts[k] = vt
                 tiles.append(vt)
-            kb.copy(xh, yt)
-            tiles += [xh, gidx]
-        store(kb, qout, yt, ctx.outputs[0], y.dtype, t.offsets[1], t.pstrides[1], rows, plan.dims(1))
+        prev = []
+        for n, (c0, wd, j0, nch, per) in enumerate(pieces):
+            xp = piece_of(c0, wd, qin[n % 2])
+            yt = kb.tile(rows, (wd,), y.dtype)
+            made = [yt] + ([] if resident else [xp])
+            if not affine:
+                kb.emit(Activation(func=Act.COPY, inp=xp, out=yt, scale=rstd, bias=nmr))
+            else:
+                xh = kb.tile(rows, (wd,), F32)
+                kb.emit(Activation(func=Act.COPY, inp=xp, out=xh, scale=rstd, bias=nmr))
+                per_ch = xh.view(0, [(per, nch), (1, per)])
+                for k, vt in vts.items():
+                    kb.emit(TensorTensor(alu=Alu.MULTIPLY if k == 1 else Alu.ADD, in0=per_ch,
+                                         in1=vt.view(j0, [(1, nch), (0, per)]), out=per_ch))
+                kb.copy(xh, yt)
+                made.append(xh)
+            store(kb, qout, yt, ctx.outputs[0], y.dtype, t.offsets[1] + c0, t.pstrides[1], rows, [(1, wd)])
+            kb.release(*prev)
+            prev = made
+        tiles += prev
         for meta, src, k in ((mean_o, mv.view(0, [(1, 1)]), 1), (rstd_o, rstd, 2)):
             res = kb.tile(rows, (1,), meta.dtype)
             kb.copy(src, res)

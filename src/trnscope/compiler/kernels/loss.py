@@ -116,6 +116,9 @@ def _nll_loss_forward(ctx: LoweringContext) -> None:
     kb.dma(q_out, tw, hbm(ctx.outputs[1], 1, 0, [(1, 1)], tw_meta.dtype))
 
 
+CLASS_CHUNK = 8192   # classes per gradient tile of nll_loss_backward (32 KiB of FP32 per partition)
+
+
 @lowering("aten::nll_loss_backward")
 def _nll_loss_backward(ctx: LoweringContext) -> None:
     # inputs: grad_output, self, target, weight, total_weight (attrs: reduction, ignore_index)
@@ -146,9 +149,13 @@ def _nll_loss_backward(ctx: LoweringContext) -> None:
                                  out=scale.rows(0, min(P, n))))
             kb.release(tw)
         kb.release(go)
-    cols = kb.tile(P, (classes,), "int32")
+    # the classes in chunks (32000 classes of FP32 would not fit a partition twice): column c of
+    # chunk c0 holds c, compared with target - c0
+    chunk = min(classes, CLASS_CHUNK)
+    cols = kb.tile(P, (chunk,), "int32")
     kb.emit(Iota(out=cols, coefs=(1,)))
     gstride = gin.stride[0] if gin.ndim == 2 else classes
+    held: list = []
     for r0 in range(0, n, P):
         rows = min(P, n - r0)
         tgt, flat, valid = _valid_and_index(ctx, kb, r0, rows, classes, 2, q_in)
@@ -165,12 +172,23 @@ def _nll_loss_backward(ctx: LoweringContext) -> None:
             kb.release(go)
         tgt_f = kb.tile(rows, (1,), "float32")
         kb.copy(tgt, tgt_f)
-        onehot = kb.tile(rows, (classes,), gin.dtype)
-        # (column == target) * value: the gradient row, written once
-        kb.emit(TensorScalar(inp=cols.rows(0, rows), out=onehot, alu0=Alu.IS_EQUAL, scalar0=tgt_f,
-                             alu1=Alu.MULTIPLY, scalar1=val))
-        kb.dma(q_out, onehot, hbm(ctx.outputs[0], rows, gstride, [(1, classes)], gin.dtype, offset=r0 * gstride))
-        kb.release(*{id(t): t for t in (tgt, flat, valid, w, val, tgt_f, onehot)}.values())
+        for c0 in range(0, classes, chunk):
+            cw = min(chunk, classes - c0)
+            rel = tgt_f
+            if c0:
+                rel = kb.tile(rows, (1,), "float32")
+                kb.emit(TensorScalar(inp=tgt_f, out=rel, alu0=Alu.SUBTRACT, scalar0=float(c0)))
+            onehot = kb.tile(rows, (cw,), gin.dtype)
+            # (column == target) * value: the gradient row, written once
+            kb.emit(TensorScalar(inp=cols.view(0, [(1, cw)]).rows(0, rows), out=onehot, alu0=Alu.IS_EQUAL,
+                                 scalar0=rel, alu1=Alu.MULTIPLY, scalar1=val))
+            kb.dma(q_out, onehot, hbm(ctx.outputs[0], rows, gstride, [(1, cw)], gin.dtype,
+                                      offset=r0 * gstride + c0))
+            kb.release(*held)   # the previous chunk's tiles, one chunk late (double buffering)
+            held = [onehot] + ([rel] if rel is not tgt_f else [])
+        kb.release(*held)
+        held = []
+        kb.release(*{id(t): t for t in (tgt, flat, valid, w, val, tgt_f)}.values())
     kb.release(cols)
     if scale is not None:
         kb.release(scale)
