@@ -18,10 +18,10 @@ from typing import Any
 import torch
 
 from .. import caches, runtime
-from ..frames import user_frame
-from ..runtime import observe
 from ..compiler import NoLowering, has_lowering
 from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
+from ..frames import user_frame
+from ..runtime import observe
 from . import host, memory
 from .dispatch import OpCall, OpKind
 
