@@ -72,3 +72,14 @@ def one_physical_core():
     yield
     hw.set_instance(saved)
 
+
+
+@pytest.fixture
+def fresh_caches():
+    """Every in-memory cache of the process empty before the test and after it (as in a new process;
+    the persistent NEFF cache on disk stays): ``trnscope.reset_caches()``."""
+    import trnscope
+
+    trnscope.reset_caches()
+    yield
+    trnscope.reset_caches()

@@ -12,10 +12,9 @@ import os as _os
 import sys as _sys
 import threading as _threading
 
-__version__ = "0.1.0"
+from .caches import reset_caches
 
-# commands of the `trnscope` CLI that only read files: they must start fast, without torch
-VIEW_COMMANDS = {"view", "summary", "diff", "inspect", "export"}
+__version__ = "0.1.0"
 
 
 def enable_device() -> None:
@@ -36,11 +35,14 @@ def _viewing_only() -> bool:
     if _os.environ.get("TRNSCOPE_NO_DEVICE", "0") == "1":
         return True
     argv = _sys.argv
-    if len(argv) < 2 or argv[1] not in VIEW_COMMANDS:
-        return False
     # the console script, or `python -m trnscope` (argv[0] is "-m" while the package is located)
-    return _os.path.basename(argv[0]) == "trnscope" or argv[0] == "-m" or \
-        argv[0].endswith(_os.path.join("trnscope", "__main__.py"))
+    cli = len(argv) >= 2 and (_os.path.basename(argv[0]) == "trnscope" or argv[0] == "-m" or
+                              argv[0].endswith(_os.path.join("trnscope", "__main__.py")))
+    if not cli:
+        return False
+    from .cli.main import torch_free  # the CLI's registry says which commands only read files
+
+    return torch_free(argv[1:])
 
 
 class _EnableDeviceAfterTorch:

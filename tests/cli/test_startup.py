@@ -48,3 +48,24 @@ def test_import_trnscope_with_torch_defers_the_simulator_and_kernels():
     assert "trnscope.device.runtime_bridge" in mods  # the device is registered
     assert "numba" not in mods and "trnscope.sim" not in mods
     assert "trnscope.compiler.kernels" not in mods
+
+
+def test_the_torch_free_commands_come_from_the_registry():
+    from trnscope.cli.main import COMMANDS, torch_free
+
+    free = {name for name, entry in COMMANDS.items() if entry.torch_free}
+    assert {"view", "summary", "diff", "export", "inspect", "query"} <= free and not {"run", "demo", "retime"} & free
+    assert torch_free(["--instance", "trn1", "summary", "x"]) and not torch_free(["run", "x.py"])
+    assert not torch_free([]) and not torch_free(["nosuchcommand"])
+
+
+def test_a_torch_free_command_starts_without_torch_or_the_device():
+    """``trnscope query`` (and every command the registry marks torch-free) imports trnscope as the
+    console script does, without registering the device: no torch in the process."""
+    from trnscope.cli.main import COMMANDS
+
+    for name in (n for n, e in COMMANDS.items() if e.torch_free):
+        code = ("import sys\nsys.argv = ['trnscope', %r, '--help']\nimport trnscope\nfrom trnscope.cli.main import main\n"
+                "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n" % name)
+        mods = _modules_after(code)
+        assert "torch" not in mods and "trnscope.device" not in mods, name

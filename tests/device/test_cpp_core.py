@@ -129,9 +129,9 @@ def test_torch_adaptations_are_declared_checked_and_only_those_of_the_path():
 
     assert ta.check() == []
     expected = {a.name for a in ta.active(_core.CORE is not None)}
-    assert set(ta.applied()) <= expected and "profiler_clock" in ta.applied()
+    assert set(ta.applied()) <= expected
     if _core.CORE is not None:
-        assert expected == {"profiler_clock", "profiler_capture"}
+        assert expected == {"profiler_capture"}
         assert torch.Tensor.to is ta.original(torch.Tensor, "to")  # torch's own
     for a in ta.ADAPTATIONS.values():
         assert a.replaces and a.why
@@ -140,11 +140,12 @@ def test_torch_adaptations_are_declared_checked_and_only_those_of_the_path():
 def test_an_adaptation_refuses_a_torch_that_moved_what_it_replaces(monkeypatch):
     from trnscope.device import torch_adaptations as ta
 
-    monkeypatch.setitem(ta._applied, "profiler_clock", False)
-    monkeypatch.setattr(torch.autograd.profiler, "_run_on_profiler_start", None)
-    monkeypatch.setitem(ta._originals, (id(torch.autograd.profiler), "_run_on_profiler_start"), None)
-    with pytest.raises(ta.TorchChanged, match="_run_on_profiler_start is gone"):
-        ta.apply("profiler_clock")
+    from trnscope.profiling import capture
+
+    monkeypatch.setitem(ta._applied, "profiler_capture", False)
+    monkeypatch.setitem(capture.EXPECTED, "_start_trace_v2", ["self"])  # a method torch no longer has
+    with pytest.raises(ta.TorchChanged, match=r"profile._start_trace_v2 is gone"):
+        ta.apply("profiler_capture")
 
 
 _TIMELINE = textwrap.dedent("""

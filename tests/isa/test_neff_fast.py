@@ -111,9 +111,7 @@ def _same(p: Program) -> bytes:
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_fast_body_is_the_reference_body(name):
-    neff._SEGMENTS.clear()
-    neff._AP_TEXT.clear()
+def test_fast_body_is_the_reference_body(name, fresh_caches):
     p = PROGRAMS[name]()
     assert neff._engine_streams(p) is not None  # the shapes path, not the fallback to the reference
     body = _same(p)

@@ -10,6 +10,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from trnscope import runtime
+from trnscope.runtime import observe
 from trnscope.profiling import NeuronConfig, NeuronProfiler, NeuronProfilerWarning, ProfileMode
 from trnscope.profiling.export import load_manifest
 from trnscope.profiling.ntff import read_ntff
@@ -216,7 +217,7 @@ def test_config_without_privateuse1_activity_warns(xw, tmp_path):
             naive(x, w)
             torch.neuron.synchronize()
     assert not _device_rows(prof)
-    assert runtime.core(0).recording is False
+    assert runtime.core(0).recording is False and observe.observers == ()
 
 
 def test_runtime_state_is_restored(xw, tmp_path):
@@ -227,7 +228,7 @@ def test_runtime_state_is_restored(xw, tmp_path):
     executor = dispatch.get_executor()
     n = len(rt.records)
     profile_once(lambda: naive(x, w), tmp_path)
-    assert rt.recording is False and rt.on_record is None
+    assert rt.recording is False and observe.observers == ()  # nothing subscribed, nothing kept
     assert dispatch.get_executor() is executor
     assert len(rt.records) == n
     assert torch.autograd._profiler_enabled() is False
@@ -274,7 +275,7 @@ def test_exception_inside_the_window_closes_it(xw, tmp_path):
         with profile(activities=ACTIVITIES, experimental_config=cfg):
             naive(x, w)
             1 / 0
-    assert runtime.core(0).recording is False
+    assert observe.observers == () and not runtime.CLOCK.held
 
 
 def test_step_names_are_kept_in_key_averages(xw, tmp_path):

@@ -230,7 +230,7 @@ def _warm_emulator_work():
     from trnscope.device import host
     from trnscope.profiling import capture, hostsamples
 
-    return {"numerics": (host, "run"), "recording": (capture.Window, "_on_record"),
+    return {"numerics": (host, "run"), "recording": (capture.Window, "execution"),
             "host samples": (hostsamples, "read_host_memory")}
 
 

@@ -17,6 +17,7 @@ import pytest
 from trnscope import hw, metrics
 from trnscope.runtime import host_costs
 from trnscope.compiler import OpCall, lowering as _lowering  # noqa: F401
+from trnscope import reset_caches
 from trnscope.compiler.lowering import clear_cache
 from trnscope.compiler.meta import TensorMeta
 from trnscope.runtime import EmulatedClock, NeuronCoreRuntime, compile_watch, neff_cache
@@ -33,16 +34,12 @@ def _calls() -> list[OpCall]:
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A process-wide cache in a fresh directory, and an empty lowering cache in front of it."""
+def cache(tmp_path, monkeypatch, fresh_caches):
+    """A process-wide cache in a fresh directory, and nothing in memory in front of it."""
     c = neff_cache.NeffCache(tmp_path / "neff", enabled=True)
     monkeypatch.setattr(neff_cache, "_cache", c)
-    clear_cache()
-    neff_cache._timelines.clear()
     metrics.clear_all()
-    yield c
-    clear_cache()
-    neff_cache._timelines.clear()
+    return c
 
 
 def _run(calls, spec=hw.TRN2) -> tuple[NeuronCoreRuntime, list]:
@@ -56,8 +53,7 @@ def _run(calls, spec=hw.TRN2) -> tuple[NeuronCoreRuntime, list]:
 def test_an_entry_is_read_back_with_its_timeline(cache):
     rt1, recs1 = _run(_calls())
     assert rt1.stats()["neffs_compiled"] == 3 and metrics.get_counter_value("CompilationCache.DiskWrites") == 3
-    clear_cache()  # as a new process: nothing in memory
-    neff_cache._timelines.clear()
+    reset_caches()  # as a new process: nothing in memory
     rt2, recs2 = _run(_calls())
     s = rt2.stats()
     assert (s["neffs_compiled"], s["neffs_loaded"]) == (0, 3)
@@ -104,8 +100,7 @@ def test_a_damaged_entry_is_reported_once_and_rebuilt(cache, damage):
         record.write_bytes(b'{"format": 1, "key": ')
     else:
         record.write_bytes(json.dumps(dict(rec, key=rec["key"] + " ")).encode())
-    clear_cache()
-    neff_cache._timelines.clear()
+    reset_caches()
     with pytest.warns(neff_cache.NeffCacheWarning, match="damaged"):
         rt, _ = _run([call])
     assert rt.stats()["neffs_compiled"] == 1  # rebuilt, not trusted

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import caches
 from ..trace import Trace
 from .exec_args import ExecArgs, LaunchArgs, decode_args
 from .kernel_types import MEMORY, MEMORY_CATEGORIES, kernel_type
@@ -48,6 +49,7 @@ class DeviceWork:
 
 
 _CACHE: "weakref.WeakKeyDictionary[Trace, DeviceWork]" = weakref.WeakKeyDictionary()
+caches.register("analysis.device_work: device work per trace", _CACHE.clear)
 
 
 def device_work(trace: Trace) -> DeviceWork:

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .. import caches
 from ..trace import Trace
 from .device_work import DeviceWork, device_work
 from .lanes import activity_extent
@@ -133,6 +134,7 @@ class IdleAnalysis:
 
 
 _CACHE: "weakref.WeakKeyDictionary[Trace, IdleAnalysis]" = weakref.WeakKeyDictionary()
+caches.register("analysis.gaps: idle analyses per trace", _CACHE.clear)
 
 
 def idle_gaps(trace: Trace, keep: int = 20) -> IdleAnalysis:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
+from .. import caches
 from ..trace import Trace
 from .lanes import Role, lane_infos
 
@@ -97,6 +98,7 @@ class MemoryTimeline:
 
 
 _CACHE: "weakref.WeakKeyDictionary[Trace, MemoryTimeline]" = weakref.WeakKeyDictionary()
+caches.register("analysis.memory: memory timelines per trace", _CACHE.clear)
 
 
 def memory_timeline(trace: Trace) -> MemoryTimeline:

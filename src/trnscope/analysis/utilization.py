@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .. import caches
 from ..trace import Trace
 from .device_work import DeviceWork, device_work
 from .kernel_types import BREAKDOWN_TYPES, COMMUNICATION, COMPUTATION, MEMORY, OTHER
@@ -121,6 +122,7 @@ class Utilization:
 
 
 _CACHE: "weakref.WeakKeyDictionary[Trace, Utilization]" = weakref.WeakKeyDictionary()
+caches.register("analysis.utilization: device use per trace", _CACHE.clear)
 
 
 def utilization(trace: Trace) -> Utilization:

@@ -10,28 +10,53 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-# name -> (module under trnscope.cli, class, help)
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "run": ("run_cmd", "RunCommand",
-            "run a PyTorch script on the emulated NeuronCore (torch_neuronx imports resolve to trnscope)"),
-    "demo": ("demo", "DemoCommand",
-             "the RMSNorm case study: naive ops vs torch.rms_norm vs torch.compile on the emulated NeuronCore"),
-    "view": ("view_cmd", "ViewCommand", "open profiles and torch.profiler traces under DIR... in the browser explorer"),
-    "summary": ("analysis_cmds", "SummaryCommand",
-                "a profile's (or Kineto trace's) device use, idle time, top operators and recommendations"),
-    "diff": ("analysis_cmds", "DiffCommand", "compare two profiles: summary deltas and operators aligned by name"),
-    "export": ("analysis_cmds", "ExportCommand",
-               "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)"),
-    "inspect": ("inspect_cmd", "InspectCommand", "show a NEFF's header, tensors, instruction mix and simulated time"),
-    "retime": ("retime_cmd", "RetimeCommand",
-               "re-time a profile for another target (trn1, trn2, a changed spec): each NEFF lowered and simulated again"),
-    "query": ("query_cmd", "QueryCommand", "run SQL (DuckDB, read-only) over a profile's tables: slices, ops, executions, ..."),
+
+class Entry(NamedTuple):
+    """One subcommand: where its class lives, its one-line help, and whether it only reads files."""
+
+    module: str  # under trnscope.cli
+    cls: str
+    help: str
+    # reads files only: ``trnscope <name>`` starts without torch (``import trnscope`` does not register
+    # the device, see trnscope.__init__)
+    torch_free: bool = False
+
+
+# The registry: adding a command is its module and one entry here.
+COMMANDS: dict[str, Entry] = {
+    "run": Entry("run_cmd", "RunCommand",
+                 "run a PyTorch script on the emulated NeuronCore (torch_neuronx imports resolve to trnscope)"),
+    "demo": Entry("demo", "DemoCommand",
+                  "the RMSNorm case study: naive ops vs torch.rms_norm vs torch.compile on the emulated NeuronCore"),
+    "view": Entry("view_cmd", "ViewCommand", "open profiles and torch.profiler traces under DIR... in the browser "
+                  "explorer", torch_free=True),
+    "summary": Entry("analysis_cmds", "SummaryCommand",
+                     "a profile's (or Kineto trace's) device use, idle time, top operators and recommendations",
+                     torch_free=True),
+    "diff": Entry("analysis_cmds", "DiffCommand", "compare two profiles: summary deltas and operators aligned by name",
+                  torch_free=True),
+    "export": Entry("analysis_cmds", "ExportCommand",
+                    "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)",
+                    torch_free=True),
+    "inspect": Entry("inspect_cmd", "InspectCommand", "show a NEFF's header, tensors, instruction mix and simulated time",
+                     torch_free=True),
+    "retime": Entry("retime_cmd", "RetimeCommand",
+                    "re-time a profile for another target (trn1, trn2, a changed spec): each NEFF lowered and "
+                    "simulated again"),
+    "query": Entry("query_cmd", "QueryCommand",
+                   "run SQL (DuckDB, read-only) over a profile's tables: slices, ops, executions, ...", torch_free=True),
 }
+
+
+def torch_free(argv: list[str]) -> bool:
+    """Whether the command an argument list (without the program name) chooses only reads files."""
+    name = chosen(argv)
+    return name is not None and COMMANDS[name].torch_free
 
 
 class Command(Protocol):
@@ -46,8 +71,8 @@ class UsageError(ValueError):
 
 def command(name: str) -> Command:
     """The subcommand ``name`` (its module is imported now)."""
-    module, cls, _ = COMMANDS[name]
-    return getattr(importlib.import_module(f"{__package__}.{module}"), cls)()
+    entry = COMMANDS[name]
+    return getattr(importlib.import_module(f"{__package__}.{entry.module}"), entry.cls)()
 
 
 def chosen(argv: list[str]) -> str | None:
@@ -72,8 +97,8 @@ def main(argv: list[str] | None = None, console: "Console | None" = None) -> int
     sub = parser.add_subparsers(dest="command", required=True)
     name = chosen(argv)
     selected = None
-    for cmd_name, (_, _, text) in COMMANDS.items():
-        p = sub.add_parser(cmd_name, help=text, description=text)
+    for cmd_name, entry in COMMANDS.items():
+        p = sub.add_parser(cmd_name, help=entry.help, description=entry.help)
         if cmd_name == name:  # only the chosen command's arguments (and imports) are needed
             selected = command(cmd_name)
             selected.add_arguments(p)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from .. import caches
 from ..hw import HardwareSpec, get_spec
 from ..isa import AP, Dma, DmaGather, DmaScatter, Engine, Instruction, Program, Space, TensorCopy
 from ..isa.ap import dense_dims
@@ -300,6 +301,7 @@ _SBUF, _PSUM, _HBM = Space.SBUF, Space.PSUM, Space.HBM
 # per instruction class: (its stream when the class decides it, else None; whether it is a DMA; a
 # getter of its READS then WRITES fields, always a tuple; how many of them are reads)
 _PLANS: dict[type, tuple] = {}
+caches.register("compiler.builder: instruction plans", _PLANS.clear)
 
 
 def _plan(cls: type) -> tuple:

@@ -42,12 +42,12 @@ MakeBuilder = Callable[[Program, HardwareSpec], KernelBuilder]
 
 def _box(ap: AP, memo: dict) -> tuple[int, int, int, int, bool]:
     """(partitions [p0, p1), bytes [b0, b1) in each partition, dense) of an on-chip pattern."""
-    hit = memo.get(ap._sid)
+    hit = memo.get(ap)
     if hit is None:
         isz = ap.dtype.itemsize
         below = sum(min(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
         above = sum(max(stride, 0) * (size - 1) for stride, size in ap.dims) * isz
-        hit = memo[ap._sid] = (ap.start, ap.start + ap.partitions, ap.offset + below, ap.offset + above + isz,
+        hit = memo[ap] = (ap.start, ap.start + ap.partitions, ap.offset + below, ap.offset + above + isz,
                                ap.contiguous_run() == ap.free_size)
     return hit
 
@@ -91,7 +91,7 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     n = len(instrs)
     producers: list[tuple[int, ...]] = [()] * n
     writers = {Space.SBUF: _Writers(), Space.PSUM: _Writers()}
-    memo: dict[int, tuple] = {}
+    memo: dict[AP, tuple] = {}
     sink_weight: list[tuple[int, int]] = []
     last_ls = -1
     hbm_space = Space.HBM
@@ -146,8 +146,8 @@ MAX_RUNS = 1 << 16
 
 def _runs(ap: AP, memo: dict) -> tuple[np.ndarray, int] | None:
     """(sorted start elements of the pattern's contiguous runs, run length), None when too many."""
-    if ap._sid in memo:
-        return memo[ap._sid]
+    if ap in memo:
+        return memo[ap]
     run = ap.contiguous_run()
     outer = [(ap.pstride, ap.partitions)]
     merged = 1
@@ -164,7 +164,7 @@ def _runs(ap: AP, memo: dict) -> tuple[np.ndarray, int] | None:
         for stride, size in outer:
             starts = (starts[:, None] + stride * np.arange(size, dtype=np.int64)[None, :]).ravel()
         out = (np.sort(starts), run)
-    memo[ap._sid] = out
+    memo[ap] = out
     return out
 
 

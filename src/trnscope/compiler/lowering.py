@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import orjson
 
+from .. import caches
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program
 from ..isa.columns import gc_paused
@@ -223,6 +224,10 @@ def _at_zero(meta: TensorMeta | None) -> TensorMeta | None:
 
 def clear_cache() -> None:
     _CACHE.clear()
+
+
+caches.register("compiler.lowering: Programs", clear_cache)
+caches.register("compiler.lowering: spec digests", spec_digest.cache_clear)
 
 
 _loaded = False

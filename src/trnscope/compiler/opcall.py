@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .. import caches
 from ..isa import DType
 from .lowering import OpCall
 from .meta import TensorMeta
@@ -47,6 +48,7 @@ def op_name(op: torch._ops.OpOverload) -> str:
 
 
 _FUNCTIONAL: dict = {}
+caches.register("compiler.opcall: functional names", _FUNCTIONAL.clear)
 
 
 def functional_name(op: torch._ops.OpOverload) -> str:
@@ -74,6 +76,7 @@ def functional_name(op: torch._ops.OpOverload) -> str:
 
 
 _PLANS: dict = {}
+caches.register("compiler.opcall: argument plans", _PLANS.clear)
 
 
 def _plan(op: torch._ops.OpOverload) -> tuple:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Protocol
 
 import torch
 
+from .. import caches
 from . import host
 
 __all__ = [
@@ -66,6 +67,7 @@ _KINDS: dict[Any, OpKind] = {
 # by id: an OpOverload hashes in Python, and every op passes here (the op is kept beside its
 # kind so that a recycled id is never taken for it)
 _KIND_BY_ID: dict[int, tuple[Any, OpKind]] = {}
+caches.register("device.dispatch: op kinds", _KIND_BY_ID.clear)
 
 
 def classify(op: torch._ops.OpOverload) -> OpKind:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from .. import caches
 from . import _devices, memory, rng
 
 BACKEND = _devices.BACKEND
@@ -122,6 +123,7 @@ class _OpInfo:
 
 # by id, checked against the op: an OpOverload hashes in Python, and every op looks here
 _infos: dict[int, _OpInfo] = {}
+caches.register("device.host: op facts", _infos.clear)
 
 
 def _info(op) -> _OpInfo:
@@ -332,6 +334,7 @@ def _run_on_host(op, info: _OpInfo, call, hargs: tuple, hkwargs: dict, kwargs: d
 
 GEOMETRY_CACHE_SIZE = 8192
 _geometry: dict = {}
+caches.register("device.host: output geometries", _geometry.clear)
 _UNPLANNABLE = object()
 
 

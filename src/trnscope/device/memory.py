@@ -26,6 +26,7 @@ import torch
 
 from trnscope.hw import get_spec
 
+from .. import caches
 from . import _dlpack
 from ._core import CORE as _cpp
 
@@ -189,6 +190,9 @@ def empty_cache(device: int | None = None) -> None:
     with _lock:
         dropped = _drain(device)
     _release(dropped)
+
+
+caches.register("device.memory: freed buffers", empty_cache)
 
 
 def cached_bytes(device: int = 0) -> int:

@@ -17,10 +17,11 @@ from typing import Any
 
 import torch
 
-from .. import runtime
-from .._frames import user_frame
+from .. import caches, runtime
 from ..compiler import NoLowering, has_lowering
 from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
+from ..frames import user_frame
+from ..runtime import observe
 from . import host, memory
 from .dispatch import OpCall, OpKind
 
@@ -123,6 +124,7 @@ def _remember(core: runtime.NeuronCoreRuntime, key, plan: _Plan) -> None:
 
 _CUT = runtime.CLOCK.emulation()
 _FUNCTIONAL: dict[int, tuple] = {}
+caches.register("device.runtime_bridge: functional names", _FUNCTIONAL.clear)
 
 
 def _functional_name(op) -> str:
@@ -160,17 +162,39 @@ class RuntimeExecutor:
         # Everything trnscope itself does to serve an op is emulator work, cut from host time; the
         # host spends what the host-cost model says the backend costs instead. Transfers and host
         # waits still advance the clock (wait_until works inside a cut).
+        if observe.observers:
+            return self._execute_observed(call)
         with _CUT:
             result = self.serve(call)
         if type(result) is HostFallback:
             return result.run()
         return result
 
+    def _execute_observed(self, call: OpCall) -> Any:
+        """:meth:`execute` while the runtime is observed: the op between the observers'
+        ``dispatch_begin`` and ``dispatch_end``, both inside the cut the op is served in (a CPU
+        fallback leaves it: real host time)."""
+        observers = observe.observers
+        with _CUT:
+            for o in observers:
+                o.dispatch_begin()
+            try:
+                result = self.serve(call)
+                if type(result) is HostFallback:
+                    _CUT.__exit__()
+                    try:
+                        result = result.run()
+                    finally:
+                        _CUT.__enter__()
+            finally:
+                for o in reversed(observers):
+                    o.dispatch_end()
+        return result
+
     def serve(self, call: OpCall) -> Any:
         """The emulator-work part of :meth:`execute`; the caller holds ``runtime.CLOCK``'s
         emulation cut. Returns the op's result, or a :class:`HostFallback` for an op with no
-        kernel, which the caller runs outside the cut. The profiler's dispatch span calls this
-        inside its own cut, so a profiled call crosses one cut instead of two."""
+        kernel, which the caller runs outside the cut."""
         depth = self._depth
         outer = not getattr(depth, "n", 0)
         if not outer:  # an op the emulator's own implementation of another op issued: no host cost

@@ -7,7 +7,7 @@ the PrivateUse1 key, the C++ core's registrations (``_core``) and the public
 ``torch.utils.rename_privateuse1_backend``/``_register_device_module`` steps are PyTorch's
 supported extension points and are not listed.
 
-On the C++ path (:mod:`._core` loaded) only the two profiler adaptations remain: the C++
+On the C++ path (:mod:`._core` loaded) only the profiler adaptation remains: the C++
 registrations give PyTorch the device guard, allocator and pinned memory that the Python path has
 to stand in for.
 
@@ -67,32 +67,6 @@ def _params(fn) -> list[str]:
 
 
 # --- both paths: torch.profiler --------------------------------------------------------------
-
-
-def _check_profiler_clock() -> list[str]:
-    prof = torch.autograd.profiler
-    return [f"torch.autograd.profiler.{n} is gone or takes arguments"
-            for n in ("_run_on_profiler_start", "_run_on_profiler_stop")
-            if not callable(getattr(prof, n, None)) or _params(original(prof, n))]
-
-
-def _apply_profiler_clock() -> None:
-    from .. import runtime
-
-    prof = torch.autograd.profiler
-    start, stop = original(prof, "_run_on_profiler_start"), original(prof, "_run_on_profiler_stop")
-    clock = runtime.CLOCK
-
-    def _run_on_profiler_start():
-        clock.hold()
-        start()
-
-    def _run_on_profiler_stop():
-        stop()
-        clock.release()
-
-    replace(prof, "_run_on_profiler_start", _run_on_profiler_start)
-    replace(prof, "_run_on_profiler_stop", _run_on_profiler_stop)
 
 
 def _check_profiler_capture() -> list[str]:
@@ -206,13 +180,9 @@ def _apply_pin_kernels() -> None:
 
 ADAPTATIONS: dict[str, Adaptation] = {a.name: a for a in (
     Adaptation(
-        "profiler_clock", "torch.autograd.profiler._run_on_profiler_start/_stop",
-        "the emulated clock keeps its history (for mapping torch's timestamps) only while a profiler "
-        "records; torch has no callback for a profiler starting or stopping", False,
-        _check_profiler_clock, _apply_profiler_clock),
-    Adaptation(
         "profiler_capture", "torch.autograd.profiler.profile._start_trace, __exit__, _parse_kineto_results, "
-        "export_chrome_trace", "device kernels join torch's events and export; PrivateUse1 has no "
+        "export_chrome_trace", "device kernels join torch's events and export, and the emulated clock keeps "
+        "its history (for mapping torch's timestamps) while a session records; PrivateUse1 has no "
         "profiler plugin API in Python", False, _check_profiler_capture, _apply_profiler_capture),
     Adaptation(
         "accelerator_bindings", "14 torch._C._accelerator_* bindings (device index, streams, "

@@ -176,7 +176,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     core.cc_free_ns = max(core.cc_free_ns, end)
                 self._gloo_run(run, kind, seq)
             host_end = clock.now()
-            if core is not None and core.recording:
+            if core is not None and core.observed:
                 RECORDS.append(CollectiveRecord(
                     seq=seq, kind=kind, profiling_name=f"nccl:{kind}", pg_name=self.name,
                     pg_desc=getattr(self, "group_desc", "") or "", group_ranks=list(ranks),
@@ -528,7 +528,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                         self._gloo.recv(d.dense, peer, tag).wait()
                         d.finish()
                 self._gloo_run(data, kind, seq)
-            if core.recording:
+            if core.observed:
                 RECORDS.append(CollectiveRecord(
                     seq=seq, kind=kind, profiling_name=f"nccl:{kind} {ranks[self.rank()]}->{ranks[peer]}" if kind == "send"
                     else f"nccl:{kind} {ranks[peer]}->{ranks[self.rank()]}", pg_name=self.name,

@@ -56,9 +56,9 @@ class RankState:
         return self.placements.get(rank) or Placement(0, 0, rank)
 
     def default_core(self) -> int:
-        from ..device import _devices
+        from ..device.neuron import current_device
 
-        return _devices.current()
+        return current_device()
 
     # --- timing -------------------------------------------------------------------------------
     def duration(self, kind: str, nbytes: int, ranks: list[int]) -> tuple[int, str]:

@@ -16,6 +16,7 @@ from math import prod
 
 import orjson
 
+from .. import caches
 from .dtypes import DType
 
 
@@ -41,6 +42,8 @@ Dims = tuple[tuple[int, int], ...]
 # the tuple: what costs depend on.
 _SIDS: dict[bytes, int] = {}
 _FIDS: dict[tuple, int] = {}
+caches.register("isa.ap: interned pattern ids", _SIDS.clear)  # ids are never reused: see above
+caches.register("isa.ap: interned form ids", _FIDS.clear)
 _ID_COUNTER = count()
 SID_TABLE_LIMIT = 1 << 17
 _dumps = orjson.dumps

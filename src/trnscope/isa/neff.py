@@ -28,6 +28,7 @@ from operator import attrgetter, itemgetter
 import numpy as np
 import orjson
 
+from .. import caches
 from .ap import AP
 from .dtypes import DType
 from .columns import gc_paused
@@ -203,10 +204,13 @@ _ENGINE_ORDER = {e: k for k, e in enumerate(ENGINE_FILES)}
 # shape key -> (",{...\"id\":", ",...\"waits\":", "...}"); keys hold pattern ids, which are never
 # reused, so a hit is always the same text
 _SEGMENTS: dict = {}
+caches.register("isa.neff: shape texts", _SEGMENTS.clear)
 # pattern id -> its text, a Fragment ({"ap": ...} has one key, nothing for SORT_KEYS to reorder)
 _AP_TEXT: dict = {}
+caches.register("isa.neff: pattern texts", _AP_TEXT.clear)
 SEGMENT_MEMO_LIMIT = 1 << 16
 _FIELD_VALUES: dict = {}
+caches.register("isa.neff: field texts", _FIELD_VALUES.clear)
 
 
 def _ap_text(v) -> orjson.Fragment:

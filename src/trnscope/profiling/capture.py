@@ -5,15 +5,17 @@ loudly if these move). ``torch.profiler.profile`` (and ``torch.autograd.profiler
 directly) funnel every window through one ``torch.autograd.profiler.profile`` object per cycle:
 
 * ``profile._start_trace()``: Kineto starts recording (the RECORD phase of a schedule; warm-up
-  only calls ``_prepare_trace``). After it, if ``self.experimental_config`` is a
-  :class:`~.config.NeuronConfig`, trnscope opens a :class:`Window`: the selected NeuronCores'
-  runtimes record executions, the device executor is wrapped so every device call leaves a
-  numbered ``trnscope::dispatch#<n>`` span, the runtime's ``on_record`` hook notes the span of
-  each execution (or, for one made outside any span, leaves a ``trnscope::exec#<seq>`` marker),
-  and host samplers start for CPU_UTIL / HOST_MEMORY.
+  only calls ``_prepare_trace``). If ``self.experimental_config`` is a
+  :class:`~.config.NeuronConfig`, trnscope makes a :class:`Window` first, which holds the emulated
+  clock's history (so every timestamp Kineto takes from here on maps exactly), and opens it once
+  Kineto records: the window subscribes to the runtime's events (:mod:`trnscope.runtime.observe`):
+  every device op becomes a numbered ``trnscope::dispatch#<n>`` span, each execution of the
+  selected NeuronCores is captured with the span it was made in (or, made outside any span,
+  leaves a ``trnscope::exec#<seq>`` marker), and host samplers start for CPU_UTIL / HOST_MEMORY.
 * ``profile.__exit__()``: the window closes *before* torch's own processing (which synchronises
   the device): executions whose device end lies after the close are in flight and are dropped,
-  as the real runtime profiler only sees completed work (warned once per NeuronConfig).
+  as the real runtime profiler only sees completed work (warned once per NeuronConfig). The
+  clock's history is released after torch's processing.
 * ``profile._parse_kineto_results()``: the FunctionEvents torch built are post-processed
   (:func:`.events.postprocess`): emulator machinery dropped, times moved onto the emulated clock,
   device kernels attached to the ops that dispatched them, device rows added.
@@ -38,7 +40,8 @@ import torch
 import torch.autograd.profiler as _autograd_profiler
 
 from .. import runtime
-from ..device.runtime_bridge import HostFallback as _HostFallback
+from ..frames import user_stacklevel
+from ..runtime import observe
 from .config import NeuronConfig, ProfileMode
 from .correlate import MARKER_PREFIX, SPAN_PREFIX, ClockMap, epoch_offset_ns
 from .hostsamples import HostSampler
@@ -58,25 +61,13 @@ _active: "Window | None" = None
 _active_lock = threading.Lock()
 
 
-_INTERNAL_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-                  os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
-
-
-def _user_stacklevel() -> int:
-    """The stacklevel of the first caller outside trnscope and torch (where a warning helps)."""
-    f, level = sys._getframe(1), 1
-    while f is not None and f.f_code.co_filename.startswith(_INTERNAL_DIRS):
-        f, level = f.f_back, level + 1
-    return level
-
-
 def warn_once(cfg: NeuronConfig | None, key: str, message: str) -> None:
     """Warn (once per NeuronConfig and key), pointing at the user's code."""
     if cfg is not None:
         if key in cfg._warned:
             return
         cfg._warned.add(key)
-    warnings.warn(f"trnscope: {message}", NeuronProfilerWarning, stacklevel=_user_stacklevel())
+    warnings.warn(f"trnscope: {message}", NeuronProfilerWarning, stacklevel=user_stacklevel())
 
 
 _enable_record_function = torch.autograd._enable_record_function
@@ -105,106 +96,22 @@ def _device_bytes() -> int:
     return sum(memory.stats(rt.index).allocated + memory.cached_bytes(rt.index) for rt in runtime.cores())
 
 
-class _SpanExecutor:
-    """Wraps the device executor while a window is open: each device call becomes a span.
+class Window(observe.Observer):
+    """One recording window of a profiling session: what the runtime did while Kineto recorded.
 
-    Inside the span, PyTorch's RecordFunction is switched off for the thread
+    Made before Kineto starts, it holds the emulated clock's history (:meth:`release_clock` lets
+    it go once torch has processed the session); :meth:`begin` subscribes it to the runtime's
+    events, :meth:`end` unsubscribes it.
+
+    Each device op is a span (``trnscope::dispatch#<n>``): the link from the executions made
+    inside it to the op, so no separate marker event is needed for them (a marker cost as much
+    as the span itself). Inside the span, PyTorch's RecordFunction is switched off for the thread
     (``torch.autograd._enable_record_function``, thread-local): the ATen ops the emulator runs on
     host views would only be recorded to be dropped again, and recording them is most of the
-    profiler's overhead on small ops. Each outermost span is numbered
-    (``trnscope::dispatch#<n>``) and the runtime hook notes the span of every execution made
-    inside it (``Window.span_of``): the span is the link from execution to op, so no separate
-    marker event is needed for them (a marker cost as much as the span itself). Calls nested in a
-    span (RecordFunction already off) open none.
-
-    The wrapper's own work (opening and closing the span) runs in emulation cuts: it is the
-    profiler recording the emulator, which Neuron's runtime does natively, and left on the clock
-    it would add its cost (several µs per call, more right after the emulator's numerics have
-    cooled the caches) to every op's CPU time in the profile. With the runtime bridge the span
-    opens and closes inside the cut the bridge serves the call in; a CPU fallback leaves that cut,
-    since it is real host time. Any other inner executor is called between two cuts of the span's
-    own and cuts what it must itself.
+    profiler's overhead on small ops. Ops nested in a span (RecordFunction already off) open none.
+    The runtime delivers its events inside its emulation cut, so the span's edges and the
+    recording are emulator work, never the op's CPU time in the profile.
     """
-
-    def __init__(self, inner, clock=None) -> None:
-        self.inner = inner
-        clock = clock or runtime.CLOCK
-        self._cut = clock.emulation()  # bound once: this runs per device call
-        # The runtime bridge serves a call inside runtime.CLOCK's cut (``serve``): opening and
-        # closing the span inside that same cut saves two of the four cut crossings per call
-        # (each takes the clock's lock and may append to its history). Any other executor, or
-        # another clock, takes the general path.
-        serve = getattr(inner, "serve", None)
-        self._serve = serve if callable(serve) and clock is runtime.CLOCK else None
-
-    def execute(self, call):
-        tls = _tls
-        depth = getattr(tls, "depth", 0)
-        if depth:  # nested: RecordFunction is off, the outer span covers it
-            tls.depth = depth + 1
-            try:
-                return self.inner.execute(call)
-            finally:
-                tls.depth = depth
-        serve = self._serve
-        if serve is None:
-            return self._execute_apart(call)
-        cut = self._cut
-        cut.__enter__()
-        try:
-            n = next(_span_ids)
-            span = _RF(f"{SPAN_PREFIX}{n}")
-            span.__enter__()
-            tls.span = n
-            tls.depth = 1
-            _enable_record_function(False)
-            try:
-                result = serve(call)
-                if type(result) is _HostFallback:  # the op runs on the host CPU: real host time
-                    cut.__exit__()
-                    try:
-                        result = result.run()
-                    finally:
-                        cut.__enter__()
-                return result
-            finally:
-                tls.depth = 0
-                _enable_record_function(True)
-                span.__exit__(None, None, None)
-        finally:
-            cut.__exit__()
-
-    def _execute_apart(self, call):
-        """The span around an executor that cuts its own work: the span's edges in cuts of their
-        own, the inner call between them."""
-        tls = _tls
-        cut = self._cut
-        cut.__enter__()
-        n = next(_span_ids)
-        span = _RF(f"{SPAN_PREFIX}{n}")
-        span.__enter__()
-        tls.span = n
-        tls.depth = 1
-        _enable_record_function(False)
-        cut.__exit__()
-        try:
-            return self.inner.execute(call)
-        finally:
-            cut.__enter__()
-            tls.depth = 0
-            _enable_record_function(True)
-            span.__exit__(None, None, None)
-            cut.__exit__()
-
-    def synchronize(self, device: int) -> None:
-        return self.inner.synchronize(device)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-class Window:
-    """One recording window of a profiling session: what the runtime did while Kineto recorded."""
 
     def __init__(self, prof, cfg: NeuronConfig) -> None:
         self.id = next(_window_ids)
@@ -232,22 +139,45 @@ class Window:
         self.ended_on_exception: str | None = None  # "KeyError: 'x'" when the user's block raised
         self.sampler: HostSampler | None = None
         self.exported: list = []
-        self._saved: list[tuple] = []
-        self._executor = None
+        self._selected: frozenset[int] = frozenset()
+        self._subscribed = False
+        self.clock.hold()
+        self._holding = True
 
-    # --- runtime hook (runs on the dispatching thread, inside the op) -----------------------
-    def on_record(self, ex) -> None:
-        # recording is the profiler's work, not the user's: cut from the clock like the span's.
-        # The runtime usually calls this from inside its own cut (numerics, simulation), where a
-        # nested cut changes nothing and costs two lock round trips per execution; only calls
-        # made outside one (CPU fallbacks, direct runtime use) need their own.
-        if getattr(self.clock, "_cut_depth", 0):
-            self._on_record(ex)
-        else:
-            with self.clock.emulation():
-                self._on_record(ex)
+    def release_clock(self) -> None:
+        """Let the clock drop its history again (once torch has mapped the session's timestamps)."""
+        if self._holding:
+            self._holding = False
+            self.clock.release()
 
-    def _on_record(self, ex) -> None:
+    # --- runtime events (on the dispatching thread, inside the runtime's cut) ---------------
+    def dispatch_begin(self) -> None:
+        tls = _tls
+        depth = getattr(tls, "depth", 0)
+        if depth:  # nested: RecordFunction is off, the outer span covers it
+            tls.depth = depth + 1
+            return
+        n = next(_span_ids)
+        span = _RF(f"{SPAN_PREFIX}{n}")
+        span.__enter__()
+        tls.span, tls.rf, tls.depth = n, span, 1
+        _enable_record_function(False)
+
+    def dispatch_end(self) -> None:
+        tls = _tls
+        depth = getattr(tls, "depth", 0)
+        if depth > 1:
+            tls.depth = depth - 1
+            return
+        if depth == 1:
+            tls.depth = 0
+            _enable_record_function(True)
+            span, tls.rf = tls.rf, None
+            span.__exit__(None, None, None)
+
+    def execution(self, ex) -> None:
+        if ex.device not in self._selected:
+            return
         try:
             self.captured.append(ex)  # list.append is atomic: no lock for the common single-thread case
             if ex.thread not in self.native_tid:
@@ -268,7 +198,7 @@ class Window:
     def lane_cores(self) -> list[int]:
         """The NeuronCores the exported traces give lanes: those with work completed in the window,
         and those ``capture_enabled_for_nc`` names explicitly (an idle core the user asked about is
-        an answer). Capture turns recording on for every core of the chip, so listing
+        an answer). Capture selects every core of the chip by default, so listing
         :attr:`cores` would draw empty lanes for all eight NeuronCores of a trn2 chip."""
         used = {r.device for r in self.records}
         if self.config.nc_set is not None:
@@ -289,29 +219,24 @@ class Window:
 
     # --- open / close -----------------------------------------------------------------------
     def begin(self) -> None:
+        """Open the window (Kineto records from now on)."""
         cfg = self.config
         if cfg.records_device and self.use_device != BACKEND:
             warn_once(cfg, "activity", "NeuronConfig asks for device/runtime capture, but the profiler's activities "
                       "do not include ProfilerActivity.PrivateUse1, so no Neuron device activity is captured. "
                       "Pass activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1].")
         if self.capture_device:
-            from ..device import dispatch
-
             known = {rt.index for rt in runtime.cores()} | set(range(torch.neuron.device_count()))
             selected = sorted(i for i in known if cfg.captures_nc(i))
             if not selected:
                 warn_once(cfg, "nc", f"capture_enabled_for_nc={cfg.capture_enabled_for_nc!r} selects none of this "
                           f"process's NeuronCores ({sorted(known)}); no device activity is captured.")
             for i in selected:
-                rt = runtime.core(i)
-                self._saved.append((rt, rt.recording, rt.on_record))
-                rt.on_record = self.on_record
-                rt.recording = True
+                runtime.core(i)  # made now: an idle core the user selected still gets a lane
             self.cores = selected
-            current = dispatch.get_executor()
-            if not isinstance(current, _SpanExecutor):
-                self._executor = _SpanExecutor(current, self.clock)
-                dispatch.set_executor(self._executor)
+            self._selected = frozenset(selected)
+            observe.subscribe(self)
+            self._subscribed = True
         if cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY):
             self.sampler = HostSampler(cfg.has(ProfileMode.CPU_UTIL), cfg.has(ProfileMode.HOST_MEMORY), self.clock,
                                        _device_bytes)
@@ -326,19 +251,9 @@ class Window:
         self.close_em = self.clock.now()
         if self.clock.mode != self.host_time:
             self.host_time = "mixed"
-        for rt, recording, hook in self._saved:
-            rt.recording = recording
-            rt.on_record = hook
-            if not recording:  # the records were ours only: do not let the runtime keep them
-                mine = {id(r) for r in self.captured}
-                rt.records[:] = [r for r in rt.records if id(r) not in mine]
-        self._saved = []
-        if self._executor is not None:
-            from ..device import dispatch
-
-            if dispatch.get_executor() is self._executor:
-                dispatch.set_executor(self._executor.inner)
-            self._executor = None
+        if self._subscribed:
+            observe.unsubscribe(self)
+            self._subscribed = False
         if self.sampler is not None:
             self.sampler.stop()
         close = self.close_em
@@ -394,17 +309,23 @@ def _window_of(prof) -> "Window | None":
 
 
 def _start_trace(self):
-    ORIGINALS["_start_trace"](self)
     cfg = getattr(self, "experimental_config", None)
-    if isinstance(cfg, NeuronConfig):
-        global _active
-        with _active_lock:
-            if _active is not None and _active.open:
-                _active.end()
-            w = Window(self, cfg)
-            _active = w
-        self._trnscope_window = w
-        w.begin()
+    if not isinstance(cfg, NeuronConfig):
+        return ORIGINALS["_start_trace"](self)
+    global _active
+    with _active_lock:
+        if _active is not None and _active.open:
+            _active.end()
+        w = Window(self, cfg)  # holds the clock's history before Kineto takes its first timestamp
+        _active = w
+    self._trnscope_window = w
+    try:
+        ORIGINALS["_start_trace"](self)
+    except BaseException:
+        w.end()
+        w.release_clock()
+        raise
+    w.begin()
 
 
 def _exit(self, exc_type, exc_val, exc_tb):
@@ -421,7 +342,11 @@ def _exit(self, exc_type, exc_val, exc_tb):
         with _active_lock:
             if _active is w:
                 _active = None
-    result = ORIGINALS["__exit__"](self, exc_type, exc_val, exc_tb)
+    try:
+        result = ORIGINALS["__exit__"](self, exc_type, exc_val, exc_tb)
+    finally:
+        if w is not None:
+            w.release_clock()
     if closing:
         w.warn_about_close()
     return result

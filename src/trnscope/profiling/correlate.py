@@ -7,16 +7,17 @@ events of Kineto's Chrome JSON (for ``trace.json`` and the system trace), so bot
 While a Neuron profiling window is open, trnscope leaves two kinds of zero-cost-to-numerics marks in
 the PyTorch profiler (see :mod:`.capture`):
 
-* ``trnscope::dispatch#<n>`` spans around every call into the device (the executor): what happens
-  inside is emulator machinery (Python frames, host views, NumPy numerics, simulation) that a real
-  NeuronCore backend does in C++ or on the device. It is dropped, together with trnscope's own
-  Python frames (``with_stack=True``) and anything recorded wholly inside an emulation cut of the
-  clock; whatever of the span's time the clock did not cut (a CPU fallback) stays with the op.
-  The runtime hook notes which span each execution was made in (``span_seqs``: seq -> n), so
+* ``trnscope::dispatch#<n>`` spans around every call into the device (the runtime's dispatch
+  events): what happens inside is emulator machinery (Python frames, host views, NumPy numerics,
+  simulation) that a real NeuronCore backend does in C++ or on the device. It is dropped, together
+  with trnscope's own Python frames (``with_stack=True``) and anything recorded wholly inside an
+  emulation cut of the clock; whatever of the span's time the clock did not cut (a CPU fallback)
+  stays with the op.
+  The window notes which span each execution was made in (``span_seqs``: seq -> n), so
   the nearest kept ancestor of span ``n`` is the op that dispatched those executions.
 * ``trnscope::exec#<seq>`` markers, for executions made outside any span (a direct runtime call),
-  emitted by the ``on_record`` hook on the dispatching thread, inside the op: the nearest kept
-  ancestor of the marker is the op that dispatched it.
+  emitted on the runtime's ``execution`` event on the dispatching thread, inside the op: the
+  nearest kept ancestor of the marker is the op that dispatched it.
 
 Neither link involves clock arithmetic, so both are exact.
 

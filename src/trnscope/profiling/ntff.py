@@ -45,6 +45,8 @@ from collections import OrderedDict
 
 import orjson
 
+from .. import caches
+
 MAGIC = b"NTFF"
 VERSION = (1, 1)  # 1.1 added the allocation table and header["memory"]
 _HEAD = struct.Struct("<4sHHIQ32s")
@@ -65,6 +67,15 @@ _ALLOC_COLUMNS = ["id", "space", "offset", "end_offset", "bytes_per_partition", 
 _cache: "OrderedDict[tuple, dict]" = OrderedDict()
 _CACHE_MAX_BYTES = 256 << 20
 _cache_bytes = 0
+
+
+def _clear_cache() -> None:
+    global _cache_bytes
+    _cache.clear()
+    _cache_bytes = 0
+
+
+caches.register("profiling.ntff: encoded tables", _clear_cache)
 
 
 class NtffFormatError(ValueError):

@@ -3,20 +3,30 @@
 The host clock is shared; each NeuronCore of the chip (``cores_per_chip`` of the spec) has its own
 runtime: its own queue and device clock (``device_free_ns``), NEFF cache statistics, dispatch
 plans and records. The NEFF cache itself (in memory and on disk, :mod:`.neff_cache`) is the
-process's."""
+process's. What the runtime does can be watched through :mod:`.observe` (the profiler does)."""
 
 from __future__ import annotations
 
-from ..hw import get_spec
 from contextlib import contextmanager
 from typing import Iterator
 
+from .. import caches
+from ..hw import get_spec
+from . import observe
 from .clock import HOST_TIME_ENV, MODELLED, MODES, REAL, EmulatedClock, mode_from_env
 from .executor import Execution, NeuronCoreRuntime, NoLowering
 from .hostcost import HostCosts, host_costs, set_host_costs
 
 CLOCK = EmulatedClock(mode_from_env())
 _cores: dict[int, NeuronCoreRuntime] = {}
+
+
+def _clear_plans() -> None:
+    for rt in list(_cores.values()):
+        rt.plans.clear()
+
+
+caches.register("runtime: dispatch plans", _clear_plans)
 
 
 def core(index: int = 0) -> NeuronCoreRuntime:
@@ -66,5 +76,5 @@ def host_time_mode(mode: str) -> Iterator[None]:
 
 
 __all__ = ["CLOCK", "EmulatedClock", "Execution", "HOST_TIME_ENV", "HostCosts", "MODELLED", "MODES",
-           "NeuronCoreRuntime", "NoLowering", "REAL", "core", "cores", "host_costs", "host_time",
+           "NeuronCoreRuntime", "NoLowering", "REAL", "core", "cores", "host_costs", "host_time", "observe",
            "host_time_mode", "set_host_costs", "set_host_time", "synchronize_all"]

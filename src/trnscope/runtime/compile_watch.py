@@ -20,7 +20,8 @@ import os
 import threading
 import warnings
 
-from .._frames import user_frame
+from .. import caches
+from ..frames import user_frame
 
 DEFAULT_LIMIT = 8
 SHAPE_FACTOR = 8
@@ -88,3 +89,7 @@ def reset() -> None:
     with _lock:
         _ops.clear()
         _warned.clear()
+
+
+# what it counts are the lowering cache's misses: emptied with that cache, it starts counting anew
+caches.register("runtime.compile_watch: compiles seen", reset)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 from ..compiler import NoLowering, OpCall
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program
-from . import neff_cache
+from . import neff_cache, observe
 from .clock import REAL, EmulatedClock
 from .hostcost import host_costs
 
@@ -62,11 +62,10 @@ class NeuronCoreRuntime:
         # device ns at which the collective engines' last queued collective ends: they run
         # beside the compute queue (trnscope.distributed), and a synchronize waits for both
         self.cc_free_ns = 0
+        # every Execution of this core while ``recording`` is on (observers, :mod:`.observe`, get
+        # each one as it is made whether or not the core keeps them)
         self.records: list[Execution] = []
         self.recording = False
-        # called with each recorded Execution, on the thread that made it, outside the lock (the
-        # profiler uses it to mark the framework op that dispatched the execution)
-        self.on_record: Callable[[Execution], None] | None = None
         self.clear_stats()
         self._lock = threading.Lock()
         self._known: set[int] = set()
@@ -152,14 +151,15 @@ class NeuronCoreRuntime:
                 ready = submit + self._launch_ns
                 start, end = self._enqueue(submit, int(round(tl.total_ns)), self._launch_ns)
                 rec = None
-                if self.recording:
+                if self.recording or observe.observers:
                     rec = Execution(
                         next(_seq), "kernel", label, self.index, threading.get_ident(), host_start, submit,
                         start, end, nid, program.name, compiled_ns,
                         queue_wait_ns=start - ready, timeline=tl, program=program)
-                    self.records.append(rec)
-            if rec is not None and self.on_record is not None:
-                self.on_record(rec)
+                    if self.recording:
+                        self.records.append(rec)
+            if rec is not None and observe.observers:  # outside the lock, inside the cut
+                observe.execution(rec)
         return result, program, tl
 
     def _enqueue(self, ready: int, duration: int, overhead: int = 0) -> tuple[int, int]:
@@ -189,7 +189,7 @@ class NeuronCoreRuntime:
             with clock.emulation():
                 result = compute() if compute is not None else None
                 clock.advance(host_costs().fallback_ns(nbytes))
-        if self.recording:
+        if self.observed:
             self._record(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(),
                                    host_start, clock.now(), neff_name=reason[:200]))
         return result
@@ -209,7 +209,7 @@ class NeuronCoreRuntime:
                 start, end = self._enqueue(now, dur)
             if blocking:
                 clock.wait_until(end)
-            if self.recording:
+            if self.observed:
                 self._record(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
                                        threading.get_ident(), host_start, clock.now(), start, end, bytes=nbytes))
         return result
@@ -222,10 +222,17 @@ class NeuronCoreRuntime:
         with self._lock:
             self.device_free_ns = max(self.device_free_ns, other.device_free_ns)
 
+    @property
+    def observed(self) -> bool:
+        """Whether anyone wants this core's executions: its own ``records`` or an observer."""
+        return self.recording or bool(observe.observers)
+
     def _record(self, rec: Execution) -> None:
-        self.records.append(rec)
-        if self.on_record is not None:
-            self.on_record(rec)
+        if self.recording:
+            self.records.append(rec)
+        if observe.observers:
+            with self.clock.emulation():  # an observer's work is emulator work (a fallback is outside the cut)
+                observe.execution(rec)
 
     # --- streams and events ---------------------------------------------------------------------
     def stream_done_ns(self, stream: int) -> int:

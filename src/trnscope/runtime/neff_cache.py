@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from .. import __version__, metrics
+from .. import __version__, caches, metrics
 from ..isa import NeffFormatError, Program, neff
 
 DIR_ENV = ("TORCH_NEURONX_NEFF_CACHE_DIR", "TRNSCOPE_NEFF_CACHE_DIR")
@@ -428,6 +428,7 @@ class Lowered:
 
 TIMELINES_KEPT = 4096
 _timelines: dict[tuple, object] = {}  # (NEFF hash, spec digest) -> timeline read from disk
+caches.register("runtime.neff_cache: timelines read from disk", _timelines.clear)
 
 
 def lower(call, spec) -> Lowered:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from .. import caches
 from ..hw import HardwareSpec, get_spec
 from ..isa import DeadlockError, Program, validate
 from ..isa.columns import gc_paused, program_columns
@@ -56,6 +57,9 @@ def _deadlock_message(program: Program, enc, heads) -> str:
 
 def clear_cache() -> None:
     _CACHE.clear()
+
+
+caches.register("sim: timelines", clear_cache)
 
 
 __all__ = ["simulate", "clear_cache", "ENGINE_STREAMS"]
