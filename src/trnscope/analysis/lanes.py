@@ -10,8 +10,8 @@ use, falling back to the track kind for any other Kineto trace.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,8 +50,7 @@ _NC = re.compile(r"\bNC:?(\d+)")
 _NEURON_PROCESS = re.compile(r"^neuron:(\d+)$")
 
 
-@dataclass(frozen=True)
-class LaneInfo:
+class LaneInfo(NamedTuple):
     track: int
     role: Role
     neuron_core: int | None  # the NeuronCore a Neuron lane belongs to
@@ -81,19 +80,34 @@ def track_role(track: Track) -> Role:
 
 
 def lane_infos(trace: Trace) -> list[LaneInfo]:
+    """The role of every track, in track order. Worked out once per trace (most analyses and the
+    explorer's layout ask) and once per distinct (kind, name, process name): a trace may have a
+    thread per event, and those share a role."""
+    cached = trace.derived.get("lane_infos")
+    if cached is not None:
+        return cached
+    decided: dict[tuple, tuple[Role, int | None]] = {}
     out = []
     for track in trace.tracks:
-        role = track_role(track)
-        core = None
-        if role in (Role.NEURON_RT, Role.NEURON_QUEUE, Role.NEURON_HW, Role.TRANSFER, Role.HBM):
-            match = _NC.search(track.name or "")
-            core = int(match.group(1)) if match else None
-        elif role is Role.DEVICE_STREAM:
-            match = _NEURON_PROCESS.search(track.process_name or "")
-            core = int(match.group(1)) if match else None
-        out.append(LaneInfo(track.id, role, core))
+        key = (track.kind, track.name, track.process_name)
+        found = decided.get(key)
+        if found is None:
+            found = decided[key] = _role_and_core(track)
+        out.append(LaneInfo(track.id, *found))
+    trace.derived["lane_infos"] = out
     return out
 
+
+def _role_and_core(track: Track) -> tuple[Role, int | None]:
+    role = track_role(track)
+    core = None
+    if role in (Role.NEURON_RT, Role.NEURON_QUEUE, Role.NEURON_HW, Role.TRANSFER, Role.HBM):
+        match = _NC.search(track.name or "")
+        core = int(match.group(1)) if match else None
+    elif role is Role.DEVICE_STREAM:
+        match = _NEURON_PROCESS.search(track.process_name or "")
+        core = int(match.group(1)) if match else None
+    return role, core
 
 
 def extent(trace: Trace, tracks) -> tuple[int, int] | None:

@@ -45,8 +45,8 @@ class Lane:
     def to_dict(self) -> dict:
         # Not dataclasses.asdict: it deep-copies every value and cost ~1 ms a lane (a trace with
         # 200k threads has 200k lanes). Only ``series`` holds containers: its dicts are copied.
-        out = {name: getattr(self, name) for name in _LANE_FIELDS}
-        out["series"] = [dict(item) for item in self.series]
+        out = dict(self.__dict__)
+        out["series"] = [dict(item) for item in self.series] if self.series else []
         return out
 
 
@@ -67,8 +67,6 @@ class Layout:
         return {"groups": [asdict(g) for g in self.groups], "lanes": [lane.to_dict() for lane in self.lanes],
                 "color_by": self.color_by}
 
-
-_LANE_FIELDS = tuple(Lane.__dataclass_fields__)
 
 NEURON_GROUPS = (
     Group("framework", "Framework threads"),
@@ -138,14 +136,18 @@ def system_layout(trace: Trace, neuron: bool, memory: MemoryTimeline | None = No
     # "CUDA runtime", "HIP runtime" (ROCm writes its calls under cuda_runtime too), ...
     runtime_title = device_kind(trace, neuron_profile=neuron).runtime_title
     infos = lane_infos(trace)
+    # tracks with something to draw (slices or instants)
+    shown = (depths > 0) | (np.bincount(trace.instants.track, minlength=len(depths))[:len(depths)] > 0)
+    shown_list = shown.tolist()
     # NeuronCores that did something: an idle core's hardware lane stays (empty) beside its busy
     # runtime lane, where it says "submitted, never ran"; a core nothing ran on gets no lanes
     working = {info.neuron_core for info, track in zip(infos, trace.tracks)
-               if info.neuron_core is not None and track.kind is not TrackKind.COUNTER
-               and (depths[track.id] > 0 or _has_instants(trace, track.id))}
+               if info.neuron_core is not None and track.kind is not TrackKind.COUNTER and shown_list[track.id]}
+    depth_list = np.maximum(depths, 1).tolist()
+    process_labels = _ProcessLabels()
     for info, track in zip(infos, trace.tracks):
         role = info.role
-        depth = int(max(1, depths[track.id]))
+        depth = depth_list[track.id]
         if track.kind is TrackKind.COUNTER:
             group = _counter_group(role, neuron)
             mine = series.get(track.id, [])
@@ -153,10 +155,9 @@ def system_layout(trace: Trace, neuron: bool, memory: MemoryTimeline | None = No
                               subtitle=", ".join(s["name"] for s in mine), series=mine, role=role.value,
                               neuron_core=info.neuron_core))
             continue
-        if depths[track.id] == 0 and not _has_instants(trace, track.id) and not (
-                role is Role.NEURON_HW and info.neuron_core in working):
+        if not shown_list[track.id] and not (role is Role.NEURON_HW and info.neuron_core in working):
             continue  # empty lanes (e.g. a transfer direction never used, an idle core) only take space
-        group, title, subtitle = _slice_lane_names(track, role, neuron)
+        group, title, subtitle = _slice_lane_names(track, role, neuron, process_labels)
         lanes.append(Lane(f"t{track.id}", SLICES, track.id, title, group, subtitle=subtitle, depth=depth,
                           role=role.value, neuron_core=info.neuron_core))
         if not neuron and role is Role.HOST_THREAD and track.id in runtime:
@@ -211,28 +212,38 @@ def device_layout(trace: Trace, engine_titles: set[str], counter_order: tuple[st
     return Layout(groups=_used(DEVICE_GROUPS, lanes), lanes=ordered, color_by="cat")
 
 
-def _slice_lane_names(track, role: Role, neuron: bool) -> tuple[str, str, str]:
+class _ProcessLabels(dict):
+    """Track.process_label once per process (its threads share it)."""
+
+    def of(self, track) -> str:
+        label = self.get(track.pid)
+        if label is None:
+            label = self[track.pid] = track.process_label
+        return label
+
+
+def _slice_lane_names(track, role: Role, neuron: bool, labels: _ProcessLabels) -> tuple[str, str, str]:
     name = track.name or track.label
     if neuron:
         if role is Role.HOST_THREAD:
             return "framework", f"framework/TID:{track.tid}", name
         if role is Role.DEVICE_STREAM:
             stream = name.replace("Stream ", "Stream:") if name.startswith("Stream ") else name
-            return "framework_stream", f"framework/{stream}", track.process_label
+            return "framework_stream", f"framework/{stream}", labels.of(track)
         if role in (Role.NEURON_RT, Role.NEURON_QUEUE):
             return "neuron_rt", name, ""
         if role is Role.NEURON_HW:
             return "neuron_hw", name, ""
         if role is Role.TRANSFER:
             return "transfers", name, ""
-        return "other", track.label, track.process_label
+        return "other", track.label, labels.of(track)
     if role is Role.HOST_THREAD:
-        return "cpu", track.label, track.process_label
+        return "cpu", track.label, labels.of(track)
     if track.kind is TrackKind.GPU_STREAM:
-        return "gpu", f"{track.process_label} · {track.label}".strip(" ·"), ""
+        return "gpu", f"{labels.of(track)} · {track.label}".strip(" ·"), ""
     if track.kind is TrackKind.DEVICE_QUEUE:
-        return "device", f"{track.process_label} · {track.label}".strip(" ·"), ""
-    return "other", track.label, track.process_label
+        return "device", f"{labels.of(track)} · {track.label}".strip(" ·"), ""
+    return "other", track.label, labels.of(track)
 
 
 def _counter_group(role: Role, neuron: bool) -> str:
@@ -245,10 +256,6 @@ def _counter_group(role: Role, neuron: bool) -> str:
     return "counters"
 
 
-def _has_instants(trace: Trace, track: int) -> bool:
-    return bool(np.any(trace.instants.track == track)) if len(trace.instants) else False
-
-
 def _used(groups, lanes: list[Lane]) -> list[Group]:
     present = {lane.group for lane in lanes}
     return [g for g in groups if g.id in present]
@@ -256,7 +263,16 @@ def _used(groups, lanes: list[Lane]) -> list[Group]:
 
 def _ordered(groups, lanes: list[Lane]) -> list[Lane]:
     rank = {g.id: i for i, g in enumerate(groups)}
-    # within a group: by NeuronCore (Neuron lanes), then the trace's own display order
-    return sorted(lanes, key=lambda lane: (rank.get(lane.group, len(rank)),
-                                          lane.neuron_core if lane.neuron_core is not None else -1,
-                                          lane.track, lane.runtime_only))
+    # within a group: by NeuronCore (Neuron lanes), then the trace's own display order. Lanes are
+    # made in track order (a thread's runtime lane right after it), so sorting each group by core
+    # alone (stable) gives that order without a key per lane.
+    by_group: dict[str, list[Lane]] = {}
+    for lane in lanes:
+        by_group.setdefault(lane.group, []).append(lane)
+    out: list[Lane] = []
+    for group in sorted(by_group, key=lambda g: rank.get(g, len(rank))):
+        mine = by_group[group]
+        if any(lane.neuron_core is not None for lane in mine):
+            mine.sort(key=lambda lane: lane.neuron_core if lane.neuron_core is not None else -1)
+        out += mine
+    return out

@@ -108,11 +108,16 @@ def instant_columns(trace: Trace, tracks: list[int], t0: int, t1: int, px: int, 
     i = trace.instants
     rows = trace.instant_window(t0, t1, tracks)
     out: dict[int, dict] = {}
-    for track in np.unique(i.track[rows]).tolist():
-        mine = rows[i.track[rows] == track]
+    if not len(rows):
+        return out
+    # rows come sorted by (track, ts): each track's are one run
+    track_of = i.track[rows]
+    cuts = np.flatnonzero(np.concatenate(([True], track_of[1:] != track_of[:-1], [True])))
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        mine = rows[lo:hi]
         bucket = np.clip((i.ts_ns[mine] - t0) * px // max(1, t1 - t0), 0, px - 1)
         keep = mine[np.concatenate(([True], bucket[1:] != bucket[:-1]))] if len(mine) > px else mine
-        out[track] = {"ts": i.ts_ns[keep] - origin, "name": i.name[keep], "row": keep}
+        out[int(track_of[lo])] = {"ts": i.ts_ns[keep] - origin, "name": i.name[keep], "row": keep}
     return out
 
 

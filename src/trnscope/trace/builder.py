@@ -21,7 +21,7 @@ from .nesting import capped_depth_count, compute_nesting
 from .strings import StringTable
 from .tables import CounterTable, FlowTable, InstantTable, SliceTable
 from .track_kinds import DEVICE_CATEGORIES, classify
-from .tracks import Track, TrackKind, display_key
+from .tracks import Track, TrackKind, process_display_key, thread_display_key
 
 
 @dataclass
@@ -31,7 +31,7 @@ class ProcessInfo:
     sort_index: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class TrackInfo:
     pid: object
     tid: object
@@ -69,6 +69,21 @@ class TraceBuilder:
             track = self.track_keys[key] = len(self.track_infos)
             self.track_infos.append(TrackInfo(pid, tid))
         return track
+
+    def add_tracks(self, keys) -> None:
+        """Tracks for (pid, tid) keys not seen yet, in the order given (a chunk's new threads
+        at once: a trace may have a thread per event)."""
+        new = [key for key in keys if key not in self.track_keys]
+        if not new:
+            return
+        pids, tids = zip(*new)
+        for values in (pids, tids):
+            if not all(type(value) is int for value in values) or min(values) < -(2**63) or max(values) >= 2**64:
+                for value in values:  # the odd one out, with its own message
+                    _check_track_key(value)
+        first = len(self.track_infos)
+        self.track_keys.update(zip(new, range(first, first + len(new))))
+        self.track_infos.extend(TrackInfo(pid, tid) for pid, tid in new)
 
     def counter_track_for(self, pid: object, name: str) -> int:
         key = ("counter", pid, name)
@@ -230,43 +245,44 @@ class TraceBuilder:
         self._begin_end = []
 
     def _final_tracks(self, track: np.ndarray, cat: np.ndarray) -> tuple[list[Track], np.ndarray]:
-        """Tracks with kinds, numbered in display order, and the old->new id map."""
+        """Tracks with kinds, numbered in display order, and the old->new id map.
+
+        A trace may have a thread per event (200k threads), so the per-track step is kept to a
+        dictionary lookup or two: the kind depends on a few features that threads share (decided
+        once per distinct combination), the process's half of the sort key once per process, and
+        each Track is made once, with its final id."""
         count = len(self.track_infos)
         device_ids = [i for i in (self.strings.id_of(c) for c in DEVICE_CATEGORIES) if i is not None]
         total = np.bincount(track, minlength=count)
         device = np.bincount(track[np.isin(cat, device_ids)], minlength=count)
-        drafts = []
+        mostly_device = (2 * device > total).tolist()  # classify's device_fraction > 0.5
+        no_process = ProcessInfo()
+        kinds: dict[tuple, TrackKind] = {}
+        process_keys: dict[object, tuple] = {}
+        keys, fields = [], []
         for old, info in enumerate(self.track_infos):
-            process = self.processes.get(info.pid, ProcessInfo())
-            kind = info.kind or classify(
-                is_counter=info.counter,
-                pid=info.pid,
-                tid=info.tid,
-                thread_name=info.name,
-                process_name=process.name,
-                process_labels=process.labels,
-                device_fraction=device[old] / total[old] if total[old] else 0.0,
-            )
-            drafts.append(
-                Track(
-                    id=old,
-                    kind=kind,
-                    pid=info.pid,
-                    tid=info.tid,
-                    name=info.name,
-                    process_name=process.name,
-                    process_labels=process.labels,
-                    process_sort_index=process.sort_index,
-                    thread_sort_index=info.sort_index,
-                )
-            )
-        ordered = sorted(drafts, key=display_key)
+            pid, tid = info.pid, info.tid
+            process = self.processes.get(pid, no_process)
+            kind = info.kind
+            if kind is None:
+                features = (info.counter, _is_number(pid), _is_number(tid), info.name, process.name,
+                            process.labels, mostly_device[old])
+                kind = kinds.get(features)
+                if kind is None:
+                    kind = kinds[features] = classify(
+                        is_counter=info.counter, pid=pid, tid=tid, thread_name=info.name,
+                        process_name=process.name, process_labels=process.labels,
+                        device_fraction=1.0 if mostly_device[old] else 0.0)
+            process_key = process_keys.get(pid)
+            if process_key is None:
+                process_key = process_keys[pid] = process_display_key(pid, process.sort_index)
+            keys.append(process_key + thread_display_key(kind, tid, info.sort_index, info.name))
+            fields.append((kind, pid, tid, info.name, process.name, process.labels, process.sort_index,
+                           info.sort_index))
+        ordered = sorted(range(count), key=keys.__getitem__)
         new_id = np.zeros(count, dtype=np.int32)
-        tracks = []
-        for position, draft in enumerate(ordered):
-            new_id[draft.id] = position
-            tracks.append(_renumbered(draft, position))
-        return tracks, new_id
+        new_id[np.asarray(ordered, dtype=np.int64)] = np.arange(count, dtype=np.int32)
+        return [Track.unchecked(position, *fields[old]) for position, old in enumerate(ordered)], new_id
 
     def _instant_table(self, new_id: np.ndarray) -> InstantTable:
         ts, track, name, cat, scope = _concat(self._instants, [np.int64, np.int32, np.int32, np.int32, np.uint8])
@@ -317,6 +333,10 @@ class TraceBuilder:
         )
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_track_key(value: object) -> None:
     """pid/tid are strings, numbers or absent; integers must be writable again (64 bits)."""
     if isinstance(value, bool) or not (value is None or isinstance(value, (int, str, float))):
@@ -329,12 +349,3 @@ def _concat(parts: list[tuple[np.ndarray, ...]], dtypes: list) -> list[np.ndarra
     if not parts:
         return [np.zeros(0, dtype=d) for d in dtypes]
     return [np.concatenate([p[i] for p in parts]).astype(d, copy=False) for i, d in enumerate(dtypes)]
-
-
-def _renumbered(track: Track, new_id: int) -> Track:
-    # dataclasses.replace re-runs __init__ through a generic path: several times the cost of
-    # setting the one field on a copy, per track (200k threads are 200k tracks)
-    copy = object.__new__(Track)
-    copy.__dict__.update(track.__dict__)
-    object.__setattr__(copy, "id", new_id)
-    return copy

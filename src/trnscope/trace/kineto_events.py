@@ -147,9 +147,7 @@ def _track_ids(events, b: TraceBuilder) -> np.ndarray:
     try:
         return ids()
     except TypeError:  # a (pid, tid) seen for the first time: add the new ones, then look up again
-        for key in dict.fromkeys(zip(map(_PID, events), map(_TID, events))):  # in order: deterministic ids
-            if key not in b.track_keys:
-                b.track_for(*key)
+        b.add_tracks(dict.fromkeys(zip(map(_PID, events), map(_TID, events))))  # in order: deterministic ids
         return ids()
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from .tables import CounterTable, FlowTable, InstantTable, SliceTable, SCOPE_LETTERS
+from .segments import expand_ranges, searchsorted_segments
 from .strings import StringTable
 from .timeindex import LodResult, SliceIndex
 from .tracks import Track, TrackKind
@@ -43,6 +44,9 @@ class Trace:
         self.diagnostics = diagnostics if diagnostics is not None else {}
         self.source = source
         self._index: SliceIndex | None = None
+        # What analyses work out once per trace (the tracks' roles, ...), by the analysis's name.
+        # A Trace is not changed after it is built, so nothing here goes stale.
+        self.derived: dict[str, object] = {}
 
     def __repr__(self) -> str:
         return (
@@ -93,16 +97,12 @@ class Trace:
     def instant_window(self, t0: int, t1: int, track_ids: Iterable[int] | None = None) -> np.ndarray:
         """Rows of instants with t0 <= ts < t1, in row order (instants are sorted by track, ts)."""
         table = self.instants
-        tracks = range(len(self.tracks)) if track_ids is None else sorted(set(_ids(track_ids).tolist()))
-        bounds = np.searchsorted(table.track, np.arange(len(self.tracks) + 1))
-        rows = []
-        for t in tracks:
-            lo, hi = int(bounds[t]), int(bounds[t + 1])
-            first = lo + int(np.searchsorted(table.ts_ns[lo:hi], t0, side="left"))
-            stop = lo + int(np.searchsorted(table.ts_ns[lo:hi], t1, side="left"))
-            if first < stop:
-                rows.append(np.arange(first, stop, dtype=np.int64))
-        return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        wanted = np.arange(len(self.tracks), dtype=np.int64) if track_ids is None else np.unique(_ids(track_ids))
+        wanted = wanted[(wanted >= 0) & (wanted < len(self.tracks))]
+        bounds = np.searchsorted(table.track, np.arange(len(self.tracks) + 1)).astype(np.int64)
+        first = searchsorted_segments(table.ts_ns, bounds, wanted, np.full(len(wanted), t0, np.int64), "left")
+        stop = searchsorted_segments(table.ts_ns, bounds, wanted, np.full(len(wanted), t1, np.int64), "left")
+        return expand_ranges(first, stop)
 
     def counter_window(self, t0: int, t1: int, series: Iterable[int] | None = None) -> np.ndarray:
         """Rows of counter samples in [t0, t1) plus, per series, the last sample before t0 (the

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .segments import searchsorted_segments
+
 # Drawn levels per track. Deeper slices (9.8M identical events nest 9.8M deep) share the last
 # level, where they may overlap (timeindex.py handles overlapping slices within a level); their
 # parents stay exact. Without a cap, every later pass (levels, layout, drawing) costs per level.
@@ -29,74 +31,75 @@ def capped_depth_count(depth: np.ndarray) -> int:
 
 def compute_nesting(ts: np.ndarray, dur: np.ndarray, track_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(depth int32, parent int64 row or -1) for slices sorted by (track, ts, -dur); depth is at
-    most MAX_DEPTH - 1."""
-    depth = np.zeros(len(ts), dtype=np.int32)
-    parent = np.full(len(ts), -1, dtype=np.int64)
+    most MAX_DEPTH - 1. Every track is done at once (no Python step per track: a trace may have a
+    thread per event); only tracks whose slices overlap without nesting are walked one by one."""
+    n = len(ts)
+    depth = np.zeros(n, dtype=np.int32)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n < 2:
+        return depth, parent
+    track_offsets = np.asarray(track_offsets, dtype=np.int64)
+    track_of = np.repeat(np.arange(len(track_offsets) - 1, dtype=np.int64), np.diff(track_offsets))
     end = ts + dur
-    for track in range(len(track_offsets) - 1):
+    full_depth = _depth_if_nested(ts, end, dur, track_of, track_offsets)
+    parent[:] = _parents(full_depth, track_of)
+    for track in _overlapping_tracks(ts, end, full_depth, track_of).tolist():
         lo, hi = int(track_offsets[track]), int(track_offsets[track + 1])
-        if hi - lo < 2:
-            continue
-        t_ts, t_end, t_dur = ts[lo:hi], end[lo:hi], dur[lo:hi]
-        t_depth = _depth_if_nested(t_ts, t_end, t_dur)
-        if t_depth is None:
-            t_depth, t_parent = _stack_walk(t_ts, t_end)
-        else:
-            t_parent = _parents(t_depth)
-        depth[lo:hi] = np.minimum(t_depth, MAX_DEPTH - 1)
+        t_depth, t_parent = _stack_walk(ts[lo:hi], end[lo:hi])
+        full_depth[lo:hi] = t_depth
         parent[lo:hi] = np.where(t_parent >= 0, t_parent + lo, -1)
+    np.minimum(full_depth, MAX_DEPTH - 1, out=depth)
     return depth, parent
 
 
-def _depth_if_nested(ts: np.ndarray, end: np.ndarray, dur: np.ndarray) -> np.ndarray | None:
+def _depth_if_nested(ts: np.ndarray, end: np.ndarray, dur: np.ndarray, track_of: np.ndarray,
+                     track_offsets: np.ndarray) -> np.ndarray:
+    """Depth of every slice if its track is properly nested: the number of earlier slices of the
+    track still open when it starts (int64; wrong, possibly negative, on tracks that are not)."""
     n = len(ts)
-    position = np.arange(n, dtype=np.int64)
-    # Slices closed by the time slice i starts: every slice ending at or before ts[i] ...
-    closed = np.searchsorted(np.sort(end), ts, side="right")
+    row = np.arange(n, dtype=np.int64)
+    # Slices closed by the time slice i starts: every slice of its track ending at or before ts[i] ...
+    ends_sorted = end[np.lexsort((end, track_of))]
+    closed = searchsorted_segments(ends_sorted, track_offsets, track_of, ts, side="right")
     # ... except zero-length slices at ts[i] sorted at or after i (they sort last among equal ts),
     # which "end" at ts[i] without having started before it.
-    group_end = np.searchsorted(ts, ts, side="right")
-    zero_start = _first_zero_length_at_same_ts(ts, dur, group_end)
-    closed -= np.where(zero_start < group_end, group_end - np.maximum(position, zero_start), 0)
-    depth = (position - closed).astype(np.int32)
-    if not _levels_disjoint(ts, end, depth):
-        return None
-    return depth
-
-
-def _first_zero_length_at_same_ts(ts: np.ndarray, dur: np.ndarray, group_end: np.ndarray) -> np.ndarray:
-    """For each row: the first row of its equal-ts group that has zero duration (group end if none)."""
     zero = dur == 0
-    if not zero.any():
-        return group_end
-    # Within an equal-ts group durations are sorted longest first, so zero-length rows form a
-    # suffix; the first of them is found by counting them.
-    zero_count_upto = np.concatenate(([0], np.cumsum(zero)))
-    group_start = np.searchsorted(ts, ts, side="left")
-    zeros_in_group = zero_count_upto[group_end] - zero_count_upto[group_start]
-    return group_end - zeros_in_group
+    if zero.any():
+        new_group = np.ones(n, dtype=bool)
+        new_group[1:] = (track_of[1:] != track_of[:-1]) | (ts[1:] != ts[:-1])
+        starts = np.flatnonzero(new_group)
+        group = np.cumsum(new_group) - 1
+        group_start = starts[group]
+        group_end = np.append(starts[1:], n)[group]
+        # Within an equal-ts group durations are sorted longest first, so zero-length rows form a
+        # suffix; the first of them is found by counting them.
+        zeros_upto = np.concatenate(([0], np.cumsum(zero)))
+        zero_start = group_end - (zeros_upto[group_end] - zeros_upto[group_start])
+        closed -= np.where(zero_start < group_end, group_end - np.maximum(row, zero_start), 0)
+    return row - closed
 
 
-def _levels_disjoint(ts: np.ndarray, end: np.ndarray, depth: np.ndarray) -> bool:
-    if depth.min() < 0:
-        return False
-    order = np.lexsort((ts, depth))  # stable: rows of one level stay in time order
-    same_level = depth[order][1:] == depth[order][:-1]
-    return bool(np.all(~same_level | (ts[order][1:] >= end[order][:-1])))
+def _overlapping_tracks(ts: np.ndarray, end: np.ndarray, depth: np.ndarray, track_of: np.ndarray) -> np.ndarray:
+    """Tracks where the nested depths put overlapping slices on one level (or went negative)."""
+    order = np.lexsort((ts, depth, track_of))  # stable: rows of one level stay in time order
+    t, d = track_of[order], depth[order]
+    same_level = (t[1:] == t[:-1]) & (d[1:] == d[:-1])
+    clash = same_level & (ts[order][1:] < end[order][:-1])
+    bad = np.concatenate((t[1:][clash], track_of[depth < 0]))
+    return np.unique(bad)
 
 
-def _parents(depth: np.ndarray) -> np.ndarray:
-    """Parent of row i = the last earlier row one level up (exact for properly nested slices)."""
+def _parents(depth: np.ndarray, track_of: np.ndarray) -> np.ndarray:
+    """Parent of row i = the last earlier row of its track one level up (exact for properly
+    nested slices)."""
     n = len(depth)
     position = np.arange(n, dtype=np.int64)
-    key = depth.astype(np.int64) * n + position
+    key = depth * n + position
     order = np.argsort(key, kind="stable")
     sorted_key = key[order]
-    wanted = (depth.astype(np.int64) - 1) * n + position
-    found = np.searchsorted(sorted_key, wanted, side="left") - 1
-    valid = (depth > 0) & (found >= 0)
+    found = np.searchsorted(sorted_key, key - n, side="left") - 1
     candidate = order[np.clip(found, 0, n - 1)]
-    valid &= depth[candidate] == depth - 1
+    valid = (depth > 0) & (found >= 0) & (depth[candidate] == depth - 1) & (track_of[candidate] == track_of)
     return np.where(valid, candidate, -1)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rangemax import RangeArgMax
+from .segments import expand_ranges, searchsorted_segments
 from .tables import SliceTable
 
 
@@ -49,6 +50,7 @@ class SliceIndex:
         self.level_track = track[self.level_start]
         self.level_depth = depth[self.level_start]
         self.track_levels = np.searchsorted(self.level_track, np.arange(track_count + 1)).astype(np.int64)
+        self.level_bounds = np.append(self.level_start, n).astype(np.int64)
         self._make_ends_searchable()
         self._argmax: RangeArgMax | None = None
 
@@ -80,126 +82,109 @@ class SliceIndex:
         tracks = np.unique(np.asarray(track_ids, dtype=np.int64).ravel())
         tracks = tracks[(tracks >= 0) & (tracks < len(self.track_levels) - 1)]
         starts, stops = self.track_levels[tracks], self.track_levels[tracks + 1]
-        return _expand_ranges(starts, stops)
+        return expand_ranges(starts, stops)
 
     def window(self, t0: int, t1: int, track_ids=None) -> np.ndarray:
         """Rows of slices overlapping [t0, t1), in row order."""
         if t1 <= t0:
             return np.zeros(0, dtype=np.int64)
-        firsts, stops = [], []
-        for level in self.levels_of(track_ids).tolist():
-            lo, hi = self.level_start[level], self.level_end[level]
-            first = lo + np.searchsorted(self.max_end[lo:hi], t0, side="right")
-            stop = lo + np.searchsorted(self.ts[lo:hi], t1, side="left")
-            if first < stop:
-                firsts.append(first)
-                stops.append(stop)
-        positions = _expand_ranges(np.array(firsts, np.int64), np.array(stops, np.int64))
+        levels = self.levels_of(track_ids)
+        first = self._search(self.max_end, levels, t0, "right")
+        stop = self._search(self.ts, levels, t1, "left")
+        positions = expand_ranges(first, stop)
         positions = positions[self.end[positions] > t0]
         return np.sort(self.rows[positions])
 
+    def _search(self, column: np.ndarray, levels: np.ndarray, value: int, side: str) -> np.ndarray:
+        """Per level, where ``value`` falls in ``column`` (sorted within each level)."""
+        return searchsorted_segments(column, self.level_bounds, levels, np.full(len(levels), value, np.int64), side)
+
     def lod(self, t0: int, t1: int, buckets: int, track_ids=None) -> LodResult:
+        """All levels at once: a trace with a thread per event has as many levels as slices, so
+        nothing here takes a Python step per level."""
         if buckets < 1:
             raise ValueError(f"buckets must be at least 1, got {buckets}")
         if t1 <= t0:
             raise ValueError(f"the window must have t1 > t0, got [{t0}, {t1})")
         span = t1 - t0
         # Bucket b is [t0 + ceil(b*span/B), t0 + ceil((b+1)*span/B)): the same split that
-        # floor((ts - t0) * B / span) makes, so both ways of bucketing in _level_ranges agree.
-        if span * buckets < _INT64_LIMIT:
+        # floor((ts - t0) * B / span) makes, so both ways of bucketing below agree.
+        exact_products = span * buckets < _INT64_LIMIT
+        if exact_products:
             inner_edges = t0 + (np.arange(1, buckets, dtype=np.int64) * span + buckets - 1) // buckets
         else:  # a window of weeks at thousands of pixels: the products need Python's exact integers
             inner_edges = np.array([t0 + (k * span + buckets - 1) // buckets for k in range(1, buckets)], np.int64)
-        lows, highs, ids, straddlers = [], [], [], []
-        for level in self.levels_of(track_ids).tolist():
-            level_ranges = self._level_ranges(level, t0, t1, buckets, inner_edges)
-            if level_ranges is not None:
-                for column, value in zip((lows, highs, ids, straddlers), level_ranges):
-                    column.append(value)
-        if not lows:
-            empty = np.zeros(0, dtype=np.int64)
-            return LodResult(empty, empty, empty)
-        return self._representatives(lows, highs, ids, straddlers)
-
-    def _level_ranges(self, level: int, t0: int, t1: int, buckets: int, inner_edges: np.ndarray):
-        """(lows, highs, bucket ids, straddler) for one level: per non-empty bucket the position
-        range of slices starting in it, and the longest slice begun before t0 but still running
-        (with how many such slices there are), which belongs to bucket 0. None if nothing shows."""
-        lo, hi = int(self.level_start[level]), int(self.level_end[level])
-        first = lo + int(np.searchsorted(self.max_end[lo:hi], t0, side="right"))
-        start = lo + int(np.searchsorted(self.ts[lo:hi], t0, side="left"))
-        stop = lo + int(np.searchsorted(self.ts[lo:hi], t1, side="left"))
-        straddler = None
-        if first < start:
-            begun = first + np.flatnonzero(self.end[first:start] > t0)
-            if len(begun):
-                straddler = (int(begun[np.argmax(self.dur[begun])]), len(begun))
-        if start == stop:
-            if straddler is None:
-                return None
-            none = np.zeros(0, dtype=np.int64)
-            return none, none, none, straddler
-        if stop - start <= buckets:
-            # Few slices: bucket each one directly (cost proportional to the slices shown).
-            if (t1 - t0) * buckets < _INT64_LIMIT:
-                bucket = (self.ts[start:stop] - t0) * buckets // (t1 - t0)
-            else:  # at most `buckets` values: exact Python integers cost nothing here
-                bucket = np.array([(t - t0) * buckets // (t1 - t0) for t in self.ts[start:stop].tolist()], np.int64)
-            cuts = np.flatnonzero(bucket[1:] != bucket[:-1]) + 1
-            lows = start + np.concatenate(([0], cuts))
-            highs = np.concatenate((lows[1:], [stop]))
-            return lows, highs, bucket[lows - start], straddler
-        # Many slices: binary-search the bucket edges (cost proportional to the pixel width).
-        bounds = start + np.searchsorted(self.ts[start:stop], inner_edges, side="left")
-        lows = np.concatenate(([start], bounds))
-        highs = np.concatenate((bounds, [stop]))
-        ids = np.flatnonzero(highs > lows)
-        return lows[ids], highs[ids], ids, straddler
-
-    def _representatives(self, lows, highs, ids, straddlers) -> LodResult:
-        sizes = np.array([len(a) for a in lows], dtype=np.int64)
-        lows, highs, ids = (np.concatenate(a).astype(np.int64) for a in (lows, highs, ids))
+        levels = self.levels_of(track_ids)
+        first = self._search(self.max_end, levels, t0, "right")
+        start = self._search(self.ts, levels, t0, "left")
+        stop = self._search(self.ts, levels, t1, "left")
+        count = stop - start
+        # Few slices in a level: bucket each one (cost proportional to the slices shown) ...
+        few = np.flatnonzero((count > 0) & (count <= buckets))
+        positions = expand_ranges(start[few], stop[few])
+        owner = np.repeat(few, count[few])
+        if exact_products:
+            bucket = (self.ts[positions] - t0) * buckets // span
+        else:
+            bucket = np.searchsorted(inner_edges, self.ts[positions], side="right").astype(np.int64)
+        run = np.ones(len(positions), dtype=bool)
+        run[1:] = (owner[1:] != owner[:-1]) | (bucket[1:] != bucket[:-1])
+        run_starts = np.flatnonzero(run)
+        lows, level_of, ids = positions[run_starts], owner[run_starts], bucket[run_starts]
+        highs = np.append(positions[run_starts[1:] - 1] + 1, positions[-1] + 1) if len(positions) else lows
+        # ... many: binary-search the bucket edges (cost proportional to the pixel width).
+        many = np.flatnonzero(count > buckets)
+        if len(many):
+            edges = len(inner_edges)
+            bounds = searchsorted_segments(self.ts, self.level_bounds, np.repeat(levels[many], edges),
+                                           np.tile(inner_edges, len(many)), "left").reshape(len(many), edges)
+            m_lows = np.concatenate((start[many, None], bounds), axis=1).ravel()
+            m_highs = np.concatenate((bounds, stop[many, None]), axis=1).ravel()
+            m_ids = np.tile(np.arange(buckets, dtype=np.int64), len(many))
+            m_level = np.repeat(many, buckets)
+            keep = m_highs > m_lows
+            lows = np.concatenate((lows, m_lows[keep]))
+            highs = np.concatenate((highs, m_highs[keep]))
+            ids = np.concatenate((ids, m_ids[keep]))
+            level_of = np.concatenate((level_of, m_level[keep]))
+            order = np.lexsort((ids, level_of))
+            lows, highs, ids, level_of = lows[order], highs[order], ids[order], level_of[order]
         best = self.argmax.query(lows, highs) if len(lows) else np.zeros(0, np.int64)
         merged = highs - lows
-        extra_rows, extra_merged, extra_ids = [], [], []
-        level_first = np.cumsum(sizes) - sizes
-        for level_index, straddler in enumerate(straddlers):
-            if straddler is None:
-                continue
-            position, count = straddler
-            at = level_first[level_index]
-            if sizes[level_index] and ids[at] == 0:
-                if self.dur[position] >= self.dur[best[at]]:  # ties go to the earlier slice
-                    best[at] = position
-                merged[at] += count
-            else:
-                extra_rows.append(position)
-                extra_merged.append(count)
-                extra_ids.append(level_index)
-        rows = self.rows[best]
-        if extra_rows:
-            # Levels whose only visible slice began before the window: add it as bucket 0 and
-            # restore (level, bucket) order with one stable sort.
-            level_of = np.repeat(np.arange(len(sizes)), sizes)
-            rows = np.concatenate((rows, self.rows[np.array(extra_rows, np.int64)]))
-            merged = np.concatenate((merged, np.array(extra_merged, np.int64)))
-            level_of = np.concatenate((level_of, np.array(extra_ids, np.int64)))
-            ids = np.concatenate((ids, np.zeros(len(extra_rows), np.int64)))
-            order = np.lexsort((ids, level_of))
-            rows, merged, ids = rows[order], merged[order], ids[order]
-        return LodResult(rows, merged, ids)
+        return self._with_straddlers(levels, first, start, t0, best, merged, ids, level_of)
+
+    def _with_straddlers(self, levels, first, start, t0, best, merged, ids, level_of) -> LodResult:
+        """Add to bucket 0 of each level the longest slice begun before t0 and still running
+        there (with how many such slices there are)."""
+        positions = expand_ranges(first, start)
+        owner = np.repeat(np.arange(len(levels), dtype=np.int64), np.maximum(start - first, 0))
+        running = self.end[positions] > t0
+        positions, owner = positions[running], owner[running]
+        if len(positions):
+            counts = np.bincount(owner, minlength=len(levels))
+            order = np.lexsort((positions, -self.dur[positions], owner))  # longest, then earliest
+            lead = order[np.concatenate(([True], owner[order][1:] != owner[order][:-1]))]
+            s_level, s_pos = owner[lead], positions[lead]
+            s_count = counts[s_level]
+            at = np.searchsorted(level_of, s_level, side="left")
+            inside = np.minimum(at, max(len(level_of) - 1, 0))
+            joins = (at < len(level_of)) & (level_of[inside] == s_level) & (ids[inside] == 0) if len(level_of) \
+                else np.zeros(len(s_level), dtype=bool)
+            at_join, pos_join = at[joins], s_pos[joins]
+            longer = self.dur[pos_join] >= self.dur[best[at_join]]  # ties go to the earlier slice
+            best[at_join[longer]] = pos_join[longer]
+            merged[at_join] += s_count[joins]
+            if not joins.all():
+                # Levels whose only visible slice began before the window: add it as bucket 0 and
+                # restore (level, bucket) order with one stable sort.
+                alone = ~joins
+                best = np.concatenate((best, s_pos[alone]))
+                merged = np.concatenate((merged, s_count[alone]))
+                level_of = np.concatenate((level_of, s_level[alone]))
+                ids = np.concatenate((ids, np.zeros(int(alone.sum()), np.int64)))
+                order = np.lexsort((ids, level_of))
+                best, merged, ids = best[order], merged[order], ids[order]
+        return LodResult(self.rows[best], merged.astype(np.int64), ids.astype(np.int64))
 
 
 _INT64_LIMIT = 2**63
-
-
-def _expand_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, e) for each pair, without a Python loop."""
-    lengths = stops - starts
-    keep = lengths > 0
-    starts, lengths = starts[keep], lengths[keep]
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, lengths)

@@ -31,6 +31,14 @@ class Track:
     process_sort_index: int | None = None  # as written in the trace (None: not given)
     thread_sort_index: int | None = None
 
+    @classmethod
+    def unchecked(cls, *values) -> "Track":
+        """A Track from all its fields in order, without the frozen dataclass's per-field
+        ``object.__setattr__`` (a sixth of the cost; a trace may have a thread per event)."""
+        track = object.__new__(cls)
+        track.__dict__.update(zip(_FIELDS, values))
+        return track
+
     @property
     def sort_index(self) -> int:
         """Position in display order: tracks are numbered in the order they are shown."""
@@ -46,6 +54,9 @@ class Track:
     def process_label(self) -> str:
         parts = [p for p in (self.process_name, self.process_labels) if p]
         return " ".join(parts) if parts else f"process {self.pid}"
+
+
+_FIELDS = tuple(Track.__dataclass_fields__)
 
 
 def _order_value(value: PidLike) -> tuple:
@@ -66,11 +77,15 @@ def _sort_position(explicit: int | None, default: PidLike) -> tuple:
 def display_key(track: Track) -> tuple:
     """How tracks are ordered on screen: processes by sort index (default: pid), threads inside a
     process by sort index (default: tid), counters after threads, like chrome://tracing."""
-    return (
-        _sort_position(track.process_sort_index, track.pid),
-        _order_value(track.pid),
-        1 if track.kind is TrackKind.COUNTER else 0,
-        _sort_position(track.thread_sort_index, track.tid),
-        _order_value(track.tid),
-        track.name,
-    )
+    return process_display_key(track.pid, track.process_sort_index) + thread_display_key(
+        track.kind, track.tid, track.thread_sort_index, track.name)
+
+
+def process_display_key(pid: PidLike, process_sort_index: int | None) -> tuple:
+    """The process's half of :func:`display_key` (the same for all its threads)."""
+    return (_sort_position(process_sort_index, pid), _order_value(pid))
+
+
+def thread_display_key(kind: TrackKind, tid: PidLike, thread_sort_index: int | None, name: str) -> tuple:
+    """The thread's half of :func:`display_key`."""
+    return (1 if kind is TrackKind.COUNTER else 0, _sort_position(thread_sort_index, tid), _order_value(tid), name)

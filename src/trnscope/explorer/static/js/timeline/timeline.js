@@ -131,8 +131,19 @@ export class Timeline {
     this.sizeSpacer();
   }
 
-  visibleLaneIds() {
+  // The lanes of expanded groups (what a range selection sums over).
+  expandedLaneIds() {
     return [...this.laneRows.keys()];
+  }
+
+  // The lanes on screen and a screen above and below: level-of-detail requests ask for these
+  // only (a trace with a thread per event has 200k lanes; their ids alone overflow a URL).
+  visibleLaneIds() {
+    const h = this.height || 1200;
+    const top = this.scrollTop - h, bottom = this.scrollTop + 2 * h;
+    const ids = [];
+    for (const row of this.laneRows.values()) if (row.y + row.h >= top && row.y <= bottom) ids.push(row.lane.id);
+    return ids;
   }
 
   resize() {
@@ -343,7 +354,7 @@ export class Timeline {
     const d = this.data;
     const resolution = (this.t1 - this.t0) / this.plotW;
     const stale = !d || this.t0 < d.a || this.t1 > d.b || resolution < d.res / 1.5 || resolution > d.res * 1.5
-      || d.lanesKey !== this.visibleLaneIds().join(",");
+      || this.visibleLaneIds().some((id) => !d.fetched.has(id));
     if (stale) {
       clearTimeout(this.fetchTimer);
       this.fetchTimer = setTimeout(() => this.fetch(), 40);
@@ -377,7 +388,8 @@ export class Timeline {
   accept(response, a, b, px, lanes) {
     for (const [id, text] of Object.entries(response.strings)) this.strings.set(Number(id), text);
     for (const lane of Object.values(response.lanes)) if (lane.depth) lane.levels = levelRanges(lane.depth);
-    this.data = { ...response, a, b, res: (b - a) / px, lanesKey: lanes.join(",") };
+    // the lanes this answer holds (the first one, sent with the layout, may hold fewer than asked)
+    this.data = { ...response, a, b, res: (b - a) / px, fetched: new Set(Object.keys(response.lanes)) };
   }
 
   colorOf(id) {
@@ -473,7 +485,7 @@ export class Timeline {
     if (!r || Math.abs(r.t1 - r.t0) <= 0) return;
     const [t0, t1] = [Math.min(r.t0, r.t1), Math.max(r.t0, r.t1)];
     try {
-      const summary = await this.source.select(t0, t1, this.visibleLaneIds());
+      const summary = await this.source.select(t0, t1, this.expandedLaneIds());
       if (this.options.onRange) this.options.onRange(summary);
     } catch (err) {
       if (this.options.onError) this.options.onError(err);
@@ -553,7 +565,11 @@ export class Timeline {
     };
     this.resizeObserver = new ResizeObserver(this.onResize);
     this.resizeObserver.observe(this.scroller);
-    this.scroller.addEventListener("scroll", () => { this.scrollTop = this.scroller.scrollTop; this.requestDraw(); });
+    this.scroller.addEventListener("scroll", () => {
+      this.scrollTop = this.scroller.scrollTop;
+      this.requestDraw();
+      this.maybeFetch(); // lanes scrolled into view
+    });
     canvas.addEventListener("wheel", (e) => this.onWheel(e), { passive: false });
     canvas.addEventListener("mousedown", (e) => this.onMouseDown(e));
     canvas.addEventListener("mousemove", (e) => this.onHover(e));

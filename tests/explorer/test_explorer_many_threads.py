@@ -1,0 +1,63 @@
+"""A trace with a thread per event opens with a small, fixed amount of Python work per thread
+(issue 19, item 7: 200k events on 200k threads within 10x of the same events on 10 threads).
+
+Wall-clock ratios belong in benchmarks/bench_many_threads.py; this test counts the Python function
+calls of the explorer's open path (load, session, layout, first level of detail, a full-width level
+of detail of every lane), which does not depend on the machine. Before the per-track steps were
+vectorised an extra thread cost 155 calls (a lane layout, a nesting pass, a level-of-detail pass
+and a slice-column pass each); now it costs 36 (a Track, a lane, their labels)."""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+
+from trnscope.explorer.app import Explorer
+from trnscope.explorer.views import INITIAL_LANES
+
+EVENTS = 3000
+CALLS_PER_THREAD = 50
+
+
+def write_trace(path, threads: int) -> None:
+    rows = [{"ph": "X", "name": f"op{i % 50}", "cat": "cpu_op", "pid": 1, "tid": i % threads, "ts": i, "dur": 1}
+            for i in range(EVENTS)]
+    path.write_bytes(orjson.dumps({"traceEvents": rows}))
+
+
+def calls_to_open(path) -> tuple[int, dict]:
+    explorer = Explorer([path], cache=None)
+    entry = explorer.catalog.entries()[0]
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        view = explorer.sessions.get(entry).system
+        layout = view.describe()
+        first = view.initial_lod(1600)
+        everything = view.lod(layout["start"], layout["end"] + 1, 1600, None)
+    finally:
+        sys.setprofile(None)
+    return count, {"layout": layout, "first": first, "all": everything}
+
+
+def test_python_calls_per_extra_thread_stay_few(tmp_path):
+    few, many = tmp_path / "few.pt.trace.json", tmp_path / "many.pt.trace.json"
+    write_trace(few, 10)
+    write_trace(many, EVENTS)
+    base, _ = calls_to_open(few)
+    calls, opened = calls_to_open(many)
+    per_thread = (calls - base) / (EVENTS - 10)
+    assert per_thread <= CALLS_PER_THREAD, f"{per_thread:.0f} Python calls per extra thread"
+    lanes = opened["layout"]["lanes"]
+    assert len(lanes) == EVENTS  # every thread is still a lane of its own
+    # the first level of detail covers the first screens; a full-width one every lane, one slice each
+    assert len(opened["first"]["lanes"]) == INITIAL_LANES
+    assert len(opened["all"]["lanes"]) == EVENTS
+    assert all(len(columns["ts"]) == 1 for columns in opened["all"]["lanes"].values())
