@@ -104,7 +104,8 @@ def _defined_privates(mod: _Module) -> set[str]:
             names.add(node.id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
+                                                  for t in node.targets):
             for elt in ast.walk(node.value):
                 if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
                     names.add(elt.value)
@@ -225,7 +226,8 @@ def test_the_check_sees_each_kind_of_access(tmp_path):
         "getattr(mod, '_table')\n"              # line 7
         "def f(clock):\n    return clock._depth\n"   # line 9: by name
         "def g(t):\n    return t._untyped_storage, mod.__name__, mod.Clock\n"  # torch's and dunders: fine
-        "import torch\ntorch._depth\naten = torch.ops.aten\naten._depth\n")  # a chain rooted in another package: not trnscope's name
+        # a chain rooted in another package (or a name for one of its objects): not trnscope's name
+        "import torch\ntorch._depth\naten = torch.ops.aten\naten._depth\n")
     saved = ROOT
     ROOT = pkg
     try:

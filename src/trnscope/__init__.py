@@ -12,7 +12,7 @@ import os as _os
 import sys as _sys
 import threading as _threading
 
-from .caches import reset_caches
+from .caches import reset_caches as reset_caches  # trnscope.reset_caches(): every in-memory cache
 
 __version__ = "0.1.0"
 

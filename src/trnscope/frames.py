@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 
 _TRNSCOPE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _internal() -> tuple[str, ...]:
     torch = sys.modules.get("torch")
-    return (_TRNSCOPE,) + ((os.path.dirname(torch.__file__),) if torch is not None else ())
+    where = getattr(torch, "__file__", None)
+    return (_TRNSCOPE,) + ((os.path.dirname(where),) if where else ())
 
 
 def user_frame() -> tuple[str, int, str]:
     """(file, line, module) of the innermost caller outside trnscope and torch."""
     internal = _internal()
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and (f.f_code.co_filename.startswith(internal) or f.f_code.co_filename.startswith("<")):
         f = f.f_back
     if f is None:
@@ -28,7 +30,8 @@ def user_stacklevel() -> int:
     """The ``stacklevel`` that makes a ``warnings.warn`` in the caller point at the innermost frame
     outside trnscope and torch."""
     internal = _internal()
-    f, level = sys._getframe(1), 1
+    f: FrameType | None = sys._getframe(1)
+    level = 1
     while f is not None and f.f_code.co_filename.startswith(internal):
         f, level = f.f_back, level + 1
     return level

@@ -65,7 +65,8 @@ def test_a_torch_free_command_starts_without_torch_or_the_device():
     from trnscope.cli.main import COMMANDS
 
     for name in (n for n, e in COMMANDS.items() if e.torch_free):
-        code = ("import sys\nsys.argv = ['trnscope', %r, '--help']\nimport trnscope\nfrom trnscope.cli.main import main\n"
+        code = ("import sys\nsys.argv = ['trnscope', %r, '--help']\nimport trnscope\n"
+                "from trnscope.cli.main import main\n"
                 "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n" % name)
         mods = _modules_after(code)
         assert "torch" not in mods and "trnscope.device" not in mods, name

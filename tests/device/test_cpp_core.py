@@ -139,7 +139,6 @@ def test_torch_adaptations_are_declared_checked_and_only_those_of_the_path():
 
 def test_an_adaptation_refuses_a_torch_that_moved_what_it_replaces(monkeypatch):
     from trnscope.device import torch_adaptations as ta
-
     from trnscope.profiling import capture
 
     monkeypatch.setitem(ta._applied, "profiler_capture", False)

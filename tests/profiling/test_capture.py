@@ -10,10 +10,10 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from trnscope import runtime
-from trnscope.runtime import observe
 from trnscope.profiling import NeuronConfig, NeuronProfiler, NeuronProfilerWarning, ProfileMode
 from trnscope.profiling.export import load_manifest
 from trnscope.profiling.ntff import read_ntff
+from trnscope.runtime import observe
 
 from .helpers import ACTIVITIES, check_trace_event_format, load_json, profile_once, x_events
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from trnscope import hw, metrics
+from trnscope import hw, metrics, reset_caches
 from trnscope.runtime import host_costs
 from trnscope.compiler import OpCall, lowering as _lowering  # noqa: F401
-from trnscope import reset_caches
 from trnscope.compiler.lowering import clear_cache
 from trnscope.compiler.meta import TensorMeta
 from trnscope.runtime import EmulatedClock, NeuronCoreRuntime, compile_watch, neff_cache

@@ -43,13 +43,14 @@ COMMANDS: dict[str, Entry] = {
     "export": Entry("analysis_cmds", "ExportCommand",
                     "write one Chrome JSON with every lane and flow of a profile (for Perfetto or chrome://tracing)",
                     torch_free=True),
-    "inspect": Entry("inspect_cmd", "InspectCommand", "show a NEFF's header, tensors, instruction mix and simulated time",
-                     torch_free=True),
+    "inspect": Entry("inspect_cmd", "InspectCommand",
+                     "show a NEFF's header, tensors, instruction mix and simulated time", torch_free=True),
     "retime": Entry("retime_cmd", "RetimeCommand",
                     "re-time a profile for another target (trn1, trn2, a changed spec): each NEFF lowered and "
                     "simulated again"),
     "query": Entry("query_cmd", "QueryCommand",
-                   "run SQL (DuckDB, read-only) over a profile's tables: slices, ops, executions, ...", torch_free=True),
+                   "run SQL (DuckDB, read-only) over a profile's tables: slices, ops, executions, ...",
+                   torch_free=True),
 }
 
 
