@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 _TRNSCOPE = os.path.dirname(os.path.abspath(__file__))
 
@@ -11,8 +12,9 @@ _TRNSCOPE = os.path.dirname(os.path.abspath(__file__))
 def user_frame() -> tuple[str, int, str]:
     """(file, line, module) of the innermost caller outside trnscope and torch."""
     torch = sys.modules.get("torch")
-    internal = (_TRNSCOPE,) + ((os.path.dirname(torch.__file__),) if torch is not None else ())
-    f = sys._getframe(1)
+    torch_file = getattr(torch, "__file__", None)
+    internal = (_TRNSCOPE,) + ((os.path.dirname(torch_file),) if torch_file else ())
+    f: types.FrameType | None = sys._getframe(1)
     while f is not None and (f.f_code.co_filename.startswith(internal) or f.f_code.co_filename.startswith("<")):
         f = f.f_back
     if f is None:

@@ -15,7 +15,6 @@ from math import prod
 
 from ..isa import Act, Alu
 from . import trace as _trace
-from .dtypes import as_nki_dtype
 from .errors import NkiLegacyError, NkiUnsupportedError, NkiValidationError
 from .ops import NkiOperator
 from .tensor import PSUM, SBUF, NkiTensor

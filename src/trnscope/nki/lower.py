@@ -18,7 +18,6 @@ GpSimd for iota/affine_select/partition reduce), as NKI defaults them.
 from __future__ import annotations
 
 import re
-from math import prod
 
 import numpy as np
 

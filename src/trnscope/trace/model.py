@@ -93,7 +93,7 @@ class Trace:
     def instant_window(self, t0: int, t1: int, track_ids: Iterable[int] | None = None) -> np.ndarray:
         """Rows of instants with t0 <= ts < t1, in row order (instants are sorted by track, ts)."""
         table = self.instants
-        tracks = range(len(self.tracks)) if track_ids is None else sorted(set(_ids(track_ids).tolist()))
+        tracks: Iterable[int] = range(len(self.tracks)) if track_ids is None else sorted({int(t) for t in track_ids})
         bounds = np.searchsorted(table.track, np.arange(len(self.tracks) + 1))
         rows = []
         for t in tracks:

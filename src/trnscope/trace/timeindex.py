@@ -110,7 +110,10 @@ class SliceIndex:
             inner_edges = t0 + (np.arange(1, buckets, dtype=np.int64) * span + buckets - 1) // buckets
         else:  # a window of weeks at thousands of pixels: the products need Python's exact integers
             inner_edges = np.array([t0 + (k * span + buckets - 1) // buckets for k in range(1, buckets)], np.int64)
-        lows, highs, ids, straddlers = [], [], [], []
+        lows: list = []
+        highs: list = []
+        ids: list = []
+        straddlers: list = []
         for level in self.levels_of(track_ids).tolist():
             level_ranges = self._level_ranges(level, t0, t1, buckets, inner_edges)
             if level_ranges is not None:
