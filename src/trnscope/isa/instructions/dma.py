@@ -105,6 +105,12 @@ class Dma(DmaInstruction):
         return DmaShape(descriptors, desc_bytes, rate, spec.dma_fixed_latency_ns, hbm_r, hbm_w, sb_r, sb_w)
 
 
+def _rows_moved(table: AP, tile: AP) -> tuple[int, int, int]:
+    """(rows, bytes per row, bytes moved) of an indirect DMA: one descriptor per table row."""
+    row_bytes = table.free_size * table.dtype.itemsize
+    return tile.partitions, row_bytes, tile.partitions * row_bytes
+
+
 def _check_indirect(table: AP, index: AP, tile: AP) -> None:
     if not index.dtype.name.startswith(("int", "uint")) or index.free_size != 1:
         raise ProgramError("the index tile must be an integer [P, 1] tile")
@@ -131,9 +137,7 @@ class DmaGather(DmaInstruction):
         _check_indirect(self.table, self.index, self.dst)
 
     def transfer(self, spec: HardwareSpec) -> DmaShape:
-        row_bytes = self.table.free_size * self.table.dtype.itemsize
-        rows = self.dst.partitions
-        moved = rows * row_bytes
+        rows, row_bytes, moved = _rows_moved(self.table, self.dst)
         return DmaShape(rows, row_bytes, hbm_rate(spec, moved, moved), spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
                         moved, 0, self.index.nbytes, moved)
 
@@ -153,9 +157,7 @@ class DmaScatter(DmaInstruction):
         _check_indirect(self.table, self.index, self.src)
 
     def transfer(self, spec: HardwareSpec) -> DmaShape:
-        row_bytes = self.table.free_size * self.table.dtype.itemsize
-        rows = self.src.partitions
-        moved = rows * row_bytes
+        rows, row_bytes, moved = _rows_moved(self.table, self.src)
         hbm_r = moved if self.accumulate else 0
         return DmaShape(rows, row_bytes, hbm_rate(spec, moved, hbm_r + moved),
                         spec.dma_fixed_latency_ns + DGE_LATENCY_NS, hbm_r, moved, self.index.nbytes + moved, 0)
