@@ -145,7 +145,7 @@ def hot_paths(src: Path, size: int, repeat: int = 5) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def compare_hot_paths(size: int, rev: str, rounds: int = 2) -> None:
+def compare_hot_paths(size: int, rev: str, rounds: int = 3) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         old_src = baseline_tree(rev, Path(tmp))
         if old_src is None:
