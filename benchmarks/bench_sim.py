@@ -9,6 +9,10 @@ instructions]``), the floor of any per-instruction Python pass. The per-instruct
 (the specifications of the fast ones, see tests/sim/test_fast_encoding.py and
 tests/isa/test_neff_fast.py) are timed too, as the before picture.
 
+``--against REV`` times the hot paths (simulate() cold and checked, validate(), the NEFF hash cold
+and warm) of this tree and of commit REV in the same run: fresh processes, alternating, best of
+several, printed as ratios (how a refactor of the instruction set was held to "no slower").
+
 Building the Program (``KernelBuilder``: access patterns, semaphores, ``Program.add``) is timed
 against the builder of a baseline commit in the same run (``--baseline REV``, default the commit
 before the builder's speed-up): that tree's ``src/`` is unpacked with ``git archive`` and both build
@@ -18,12 +22,13 @@ memo empty (cold: a new Program) and filled (warm: a Program like one hashed bef
 Program, cached" is what the runtime pays for a new kernel: the hash for the cache key, then a cold
 simulation.
 
-    python benchmarks/bench_sim.py [--quick] [--baseline REV]    # --quick: a 2048^3 matmul instead
+    python benchmarks/bench_sim.py [--quick] [--baseline REV] [--against REV]    # --quick: a 2048^3 matmul
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -93,6 +98,73 @@ def compare_builders(size: int, rev: str) -> None:
           f"  speed-up {n_new / new / (n_old / old):.2f}x instructions/s")
 
 
+_HOT_TIMER = """
+import json, sys, time
+from trnscope import hw
+from trnscope.compiler.kernels.matmul import matmul_program
+from trnscope.isa import neff, validate
+from trnscope.sim.simulate import simulate
+size, repeat = int(sys.argv[1]), int(sys.argv[2])
+spec = hw.TRN2
+prog = matmul_program(size, size, size, "bfloat16", spec=spec)
+simulate(prog, spec, cache=False)  # numba's compile and the first-use memos outside the timing
+
+
+def best(fn):
+    b = float("inf")
+    for _ in range(repeat):
+        c = time.process_time()
+        fn()
+        b = min(b, time.process_time() - c)
+    return b
+
+
+def hash_cold():
+    neff._SEGMENTS.clear()
+    neff._AP_TEXT.clear()
+    prog._hash = None
+    return prog.content_hash
+
+
+def hash_warm():
+    prog._hash = None
+    return prog.content_hash
+
+
+print(json.dumps({"n": len(prog), "simulate() cold, checked": best(lambda: simulate(prog, spec, cache=False)),
+                  "validate() standalone": best(lambda: validate(prog, spec)),
+                  "NEFF hash, cold": best(hash_cold), "NEFF hash, warm": best(hash_warm)}))
+"""
+
+
+def hot_paths(src: Path, size: int, repeat: int = 5) -> dict:
+    """Best CPU seconds of the hot paths with the trnscope in ``src``, in a fresh process."""
+    env = dict(os.environ, PYTHONPATH=str(src), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", _HOT_TIMER, str(size), str(repeat)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def compare_hot_paths(size: int, rev: str, rounds: int = 3) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        old_src = baseline_tree(rev, Path(tmp))
+        if old_src is None:
+            print(f"hot paths: baseline {rev} not available, no comparison")
+            return
+        old: dict = {}
+        new: dict = {}
+        for _ in range(rounds):  # alternating, so both trees see the machine's load alike
+            for best, src in ((old, old_src), (new, REPO / "src")):
+                for k, v in hot_paths(src, size).items():
+                    best[k] = v if k == "n" else min(best.get(k, float("inf")), v)
+    n = new["n"]
+    print(f"hot paths, {size}^3 bf16 matmul ({n} instructions), best of {rounds} x 5 in fresh processes, CPU ms:")
+    print(f"  {'':28s} {'baseline ' + rev:>16s} {'this tree':>10s} {'this/base':>10s} {'M instr/s':>10s}")
+    for k in new:
+        if k != "n":
+            print(f"  {k:28s} {old[k] * 1e3:16.2f} {new[k] * 1e3:10.2f} {new[k] / old[k]:10.2f} {n / new[k] / 1e6:10.2f}")
+
+
 def core_args(enc, spec):
     return (enc.n, enc.kind, enc.base_ns, enc.dep_ns, enc.wait_ptr, enc.wait_sem, enc.wait_val, enc.sig_ptr,
             enc.sig_sem, enc.sig_val, enc.sig_set, enc.dma_desc, enc.dma_desc_ns, enc.dma_fixed_ns, enc.stream_ptr,
@@ -119,6 +191,9 @@ def main() -> None:
     quick = "--quick" in sys.argv
     size = 2048 if quick else 4096
     rev = sys.argv[sys.argv.index("--baseline") + 1] if "--baseline" in sys.argv else BASELINE
+    if "--against" in sys.argv:
+        compare_hot_paths(size, sys.argv[sys.argv.index("--against") + 1])
+        return
     compare_builders(size, rev)
     spec = hw.TRN2
     c0, w0 = time.process_time(), time.perf_counter()

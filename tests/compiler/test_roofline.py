@@ -12,7 +12,6 @@ from trnscope.compiler.builder import KernelBuilder
 from trnscope.device.roofline_sweep import TARGETS, measure
 from trnscope.hw import resolve
 from trnscope.isa import Dma, Program, hbm
-from trnscope.sim.cost import dma_shape
 
 REPORT = Path(__file__).resolve().parents[2] / "docs" / "roofline-report.json"
 # one op per kernel family (element-wise, activations, reductions either way, norms, softmax, copies,
@@ -63,7 +62,7 @@ def test_no_dma_moves_hbm_bytes_faster_than_its_engine_share(target):
              Dma(queue=q, src=t, dst=dst, accumulate=True)]
     share = spec.hbm_bytes_per_ns_per_dma_engine
     for ins in forms:
-        shape = dma_shape(ins, spec)
+        shape = ins.transfer(spec)
         moved = max(ins.src.nbytes, ins.dst.nbytes)
         hbm_per_ns = shape.rate_bytes_per_ns * (shape.hbm_read + shape.hbm_write) / moved
         assert hbm_per_ns <= share * (1 + 1e-9), f"{ins.src.space.value}->{ins.dst.space.value}"

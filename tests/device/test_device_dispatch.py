@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import trnscope.device  # noqa: F401
 from trnscope.device import dispatch, kernels
-from trnscope.device.dispatch import OpCall, OpKind
+from trnscope.device.dispatch import DispatchedOp, OpKind
 
 pytestmark = pytest.mark.usefixtures("host_executor")
 
@@ -106,7 +106,7 @@ def test_calls_carry_overloads_and_device_tensors():
     with dispatch.recording() as calls:
         F.linear(x, w).relu().sum()
     for call in calls:
-        assert isinstance(call, OpCall) and isinstance(call.op, torch._ops.OpOverload)
+        assert isinstance(call, DispatchedOp) and isinstance(call.op, torch._ops.OpOverload)
         assert call.name == call.op.name() + ("" if call.op._overloadname == "default" else "." + call.op._overloadname) \
             or call.name.startswith(call.op.name())
         tensors = [a for a in list(call.args) + list(call.kwargs.values()) if isinstance(a, torch.Tensor)]

@@ -31,6 +31,33 @@ def test_iota_and_partition_reduce():
     assert "gpsimd" in {k for k, v in k.last_run.engines().items() if v > 0}
 
 
+def test_scalar_tensor_tensor():
+    @nki.jit
+    def k(x, y, s):
+        tx, ty = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf), nl.ndarray(y.shape, y.dtype, buffer=nl.sbuf)
+        ts = nl.ndarray(s.shape, s.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(tx, x)
+        nisa.dma_copy(ty, y)
+        nisa.dma_copy(ts, s)
+        a = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(a, tx, nl.subtract, ts, nl.multiply, ty)  # (x - s) * y
+        b = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(b, tx, nl.subtract, 2.0, nl.divide, ty, reverse0=True, reverse1=True)  # y / (2 - x)
+        outs = [nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm) for _ in range(2)]
+        nisa.dma_copy(outs[0], a)
+        nisa.dma_copy(outs[1], b)
+        return tuple(outs)
+
+    rng = np.random.default_rng(1)
+    x, y = rng.random((128, 64), np.float32), rng.random((128, 64), np.float32) + 0.5
+    s = rng.random((128, 1), np.float32)
+    a, b = k(x, y, s)
+    np.testing.assert_allclose(a, (x - s) * y, rtol=1e-6)
+    np.testing.assert_allclose(b, y / (2.0 - x), rtol=1e-6)
+    names = [type(i).__name__ for i in k.last_run.program.instructions]
+    assert names.count("ScalarTensorTensor") == 2
+
+
 def test_indirect_gather_and_scatter():
     @nki.jit
     def gather_scatter(table, idx, out_rows):

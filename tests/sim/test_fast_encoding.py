@@ -174,6 +174,11 @@ def _bad(kind: str) -> Program:
             p.add(Dma(queue=4, src=hbm(x, 100, 64, [(1, 64)], "float32"), dst=sbuf(0, 100, (64,), "float32")))
         elif kind == "hbm_bounds":
             p.add(Dma(queue=q, src=hbm(x, 128, 64, [(1, 64)], "float32"), dst=t))
+        elif kind == "hbm_unbound":
+            p.add(Dma(queue=q, src=hbm(7, 100, 64, [(1, 64)], "float32"), dst=sbuf(0, 100, (64,), "float32")))
+        elif kind == "partitions_past_end":
+            late = sbuf(96, 64, (64,), "float32")
+            p.add(TensorTensor(alu=Alu.ADD, in0=late, in1=late, out=late))
         elif kind == "hbm_dtype":
             p.add(Dma(queue=q, src=hbm(x, 100, 64, [(1, 64)], "bfloat16"), dst=sbuf(0, 100, (64,), "bfloat16")))
         elif kind == "partitions":
@@ -219,8 +224,8 @@ def _bad(kind: str) -> Program:
     return p
 
 
-BAD_KINDS = ["wait_semaphore", "signal_semaphore", "set_semaphore", "queue", "hbm_bounds", "hbm_dtype",
-             "partitions", "start_partition", "sbuf_overflow", "negative_offset", "too_many_dims", "empty_dim",
+BAD_KINDS = ["wait_semaphore", "signal_semaphore", "set_semaphore", "queue", "hbm_bounds", "hbm_unbound",
+             "hbm_dtype", "partitions", "partitions_past_end", "start_partition", "sbuf_overflow", "negative_offset", "too_many_dims", "empty_dim",
              "psum_bank", "matmul_no_stationary", "matmul_stationary_mismatch", "shape_mismatch",
              "engine_reads_hbm", "framework_op", "deadlock"]
 

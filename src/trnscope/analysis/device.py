@@ -169,7 +169,10 @@ def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> Non
     hbm_read = hbm_write = dma_count = dma_bytes = 0
     dma_active = 0.0
     seen = False
-    for (neff_id, core), path in sorted(profile.files.ntffs.items()):
+    files = profile.files
+    if files is None:
+        return
+    for (neff_id, core), path in sorted(files.ntffs.items()):
         try:
             header = read_ntff_header(path)
         except (ProfileFormatError, OSError) as exc:

@@ -55,7 +55,7 @@ def decode_args(texts: Sequence[bytes], struct: type[msgspec.Struct] = ExecArgs)
         return []
     joined = b"[" + b",".join(t or _EMPTY for t in texts) + b"]"
     try:
-        return msgspec.json.decode(joined, type=list[struct])
+        return msgspec.json.decode(joined, type=list[struct])  # type: ignore[valid-type]  # a class given at run time
     except (msgspec.ValidationError, msgspec.DecodeError):
         return [_decode_one(t, struct) for t in texts]
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def kernel_limit(neff: NeffStat, profile: Profile | None = None) -> KernelLimit:
 
 def _kernel_limit(neff: NeffStat, profile: Profile | None) -> KernelLimit:
     mfu, mbu = neff.mfu_percent, neff.mbu_percent
-    common = dict(neff_id=neff.neff_id, name=neff.name, ops=list(neff.framework_ops),
+    common: dict[str, Any] = dict(neff_id=neff.neff_id, name=neff.name, ops=list(neff.framework_ops),
                   device_time_ns=neff.device_time_ns, executions=neff.executions, mfu_percent=mfu, mbu_percent=mbu)
     if mfu is None or mbu is None:
         return KernelLimit(limiter="", far_below_roofline=False, explanation="no MFU/MBU recorded", **common)
@@ -127,7 +128,7 @@ def _far_below(neff: NeffStat, profile: Profile | None) -> tuple[str, str, dict]
                             f"{neff.dma_transfers} transfers of {_size(neff.dma_average_bytes)} on average"), evidence
     busy = {k: v for k, v in engines.items() if k != "dma" and v >= BUSY_PERCENT}
     if busy:
-        engine = max(busy, key=busy.get)
+        engine = max(busy, key=lambda k: busy[k])
         name = ENGINE_NAMES.get(engine, engine)
         return name, f"{name} is busy {busy[engine]:.0f}% of the kernel: its instruction stream sets the pace", evidence
     top = max(engines.items(), key=lambda kv: kv[1]) if engines else ("", 0.0)

@@ -138,8 +138,8 @@ def _from_events(trace: Trace) -> list[MemorySeries]:
             allocated = np.cumsum([float(a.bytes) for a in chosen])
         else:
             allocated = _fill_forward(allocated)
-        reserved = np.array([float(a.reserved) if a.reserved is not None else np.nan for a in chosen])
-        reserved = None if np.isnan(reserved).all() else _fill_forward(reserved)
+        raw = np.array([float(a.reserved) if a.reserved is not None else np.nan for a in chosen])
+        reserved = None if np.isnan(raw).all() else _fill_forward(raw)
         sizes = np.array([float(a.bytes) for a in chosen])
         out.append(MemorySeries(device=_device_name(kind, index, neuron), source=KINETO_SOURCE, ts_ns=ts[mine],
                                 allocated=allocated, reserved=reserved, allocations=int((sizes > 0).sum()),

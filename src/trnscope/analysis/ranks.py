@@ -15,7 +15,6 @@ read from it, as HTA does). Torch-free.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,7 +237,7 @@ def merged_trace(a: RunAnalysis) -> dict:
         shift = (t.base_ns - base) / 1000.0
         pids: dict = {}
 
-        def pid_of(p):
+        def pid_of(p, pids=pids, r=r):
             if p not in pids:
                 pids[p] = (r + 1) * 100_000 + len(pids)
             return pids[p]

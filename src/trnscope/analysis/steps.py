@@ -60,7 +60,9 @@ def step_overview(trace: Trace) -> list[Step]:
         # rounding never leaves the four parts off the step's duration
         parts[HOST] += (b - a) - int(parts.sum())
         name = trace.strings[int(s.name[row])]
-        out.append(Step(name=name, number=int(STEP_NAME.fullmatch(name).group(1)), row=int(row), start_ns=a,
+        number = STEP_NAME.fullmatch(name)
+        assert number is not None  # the rows were chosen by this pattern
+        out.append(Step(name=name, number=int(number.group(1)), row=int(row), start_ns=a,
                         dur_ns=b - a, executions=int(np.count_nonzero((work.start >= a) & (work.start < b))),
                         busy_ns=int(parts[BUSY]), host_dispatch_ns=int(parts[HOST]), launch_ns=int(parts[LAUNCH]),
                         idle_ns=int(parts[IDLE])))

@@ -243,7 +243,7 @@ def _print_limits(console: Console, a, wide: bool) -> None:
 def _print_steps(console: Console, a, wide: bool, shown: int = 20) -> None:
     rows = []
     for st in a.steps[:shown]:
-        share = lambda ns: percent(ns / st.dur_ns if st.dur_ns else 0, 0)  # noqa: E731
+        share = lambda ns, st=st: percent(ns / st.dur_ns if st.dur_ns else 0, 0)  # noqa: E731
         rows.append([st.name, duration(st.dur_ns), count(st.executions), f"{duration(st.busy_ns)} ({share(st.busy_ns)})",
                      f"{duration(st.host_dispatch_ns)} ({share(st.host_dispatch_ns)})",
                      f"{duration(st.launch_ns)} ({share(st.launch_ns)})", f"{duration(st.idle_ns)} ({share(st.idle_ns)})"])
@@ -343,7 +343,6 @@ class DiffCommand:
         parser.add_argument("--wide", action="store_true", help="full names, whatever the terminal's width")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
-        from rich.table import Table
 
         from ..analysis import diff_profiles
 

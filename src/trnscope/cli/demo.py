@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -97,7 +96,8 @@ def measure(fn, x, w, calls: int = CALLS) -> Measured:
     rt.records.clear()
     busy = sum(r.device_end_ns - r.device_start_ns for r in kernels)
     span = max(r.device_end_ns for r in kernels) - min(r.device_start_ns for r in kernels)
-    hbm = sum(r.timeline.summary["hbm_read_bytes"] + r.timeline.summary["hbm_write_bytes"] for r in kernels)
+    hbm = sum(r.timeline.summary["hbm_read_bytes"] + r.timeline.summary["hbm_write_bytes"] for r in kernels
+              if r.timeline is not None)
     return Measured(len(kernels) / calls, busy / calls, span / calls, statistics.median(host), hbm / calls,
                     tuple(host))
 
@@ -165,7 +165,6 @@ class DemoCommand:
                                  "columns that fit the terminal")
 
     def run(self, args: argparse.Namespace, console: Console) -> int:
-        from rich.table import Table
 
         shapes = [_parse_shape(s) for s in args.shapes.split(",")]
         prow, phid = _parse_shape(args.profile_shape)

@@ -15,7 +15,7 @@ import runpy
 import sys
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -28,7 +28,7 @@ def install_torch_neuronx_alias() -> types.ModuleType:
     import trnscope
 
     trnscope.enable_device()
-    mod = types.ModuleType("torch_neuronx", "trnscope standing in for TorchNeuron")
+    mod: Any = types.ModuleType("torch_neuronx", "trnscope standing in for TorchNeuron")
     mod.__path__ = []  # a package, so `torch_neuronx.profiling` can be imported
     neuron = torch.neuron
     for name in ("synchronize", "device_count", "is_available", "current_device", "set_device", "Stream",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, JustifyMethod
 
 
 def grid(console: Console, title: str, columns: list[tuple[str, str]], rows: list[list], wide: bool,
@@ -22,7 +22,8 @@ def grid(console: Console, title: str, columns: list[tuple[str, str]], rows: lis
     fixed = sum(w for i, w in enumerate(widths) if i not in names)
     # what the name columns share: the terminal less the figures and two spaces between columns
     room = max(12, (console.width - fixed - 2 * (len(columns) - 1)) // max(1, len(names)))
-    for index, (header, justify) in enumerate(columns):
+    for index, (header, how) in enumerate(columns):
+        justify = cast("JustifyMethod", how)  # "left" / "right" as the callers write them
         if index in names:
             table.add_column(header, justify=justify, no_wrap=not wide, overflow="fold" if wide else "ellipsis",
                              max_width=None if wide else room, min_width=min(widths[index], 12))

@@ -16,7 +16,7 @@ from operator import attrgetter
 
 from .. import caches
 from ..hw import HardwareSpec, get_spec
-from ..isa import AP, Dma, DmaGather, DmaScatter, Engine, Instruction, Program, Space, TensorCopy
+from ..isa import AP, Dma, DmaInstruction, Engine, Instruction, Program, Space, TensorCopy
 from ..isa.ap import dense_dims
 
 ENGINE_SEMAPHORES = {
@@ -174,8 +174,9 @@ class KernelBuilder:
 
     # --- emission -------------------------------------------------------------------------------
     def _stream(self, ins: Instruction) -> str:
-        if ins.ENGINE is Engine.DMA:
-            return self.p.queues[ins.queue].name  # type: ignore[attr-defined]
+        """The stream ``ins`` runs on: its engine, or its DMA queue's name."""
+        if isinstance(ins, DmaInstruction):
+            return self.p.queues[ins.queue].name
         return ins.engine.value
 
     def _sem(self, stream: str) -> int:
@@ -318,7 +319,3 @@ def _plan(cls: type) -> tuple:
     static = None if dma or cls.engine is not Instruction.engine else cls.ENGINE.value
     plan = _PLANS[cls] = (static, dma, getter, len(cls.READS))
     return plan
-
-
-def is_dma(ins: Instruction) -> bool:
-    return isinstance(ins, (Dma, DmaGather, DmaScatter))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -43,7 +43,37 @@ from .opcall import device_dtype, meta_of, op_name
 from .tiling import P
 
 if TYPE_CHECKING:
-    from .graph import GraphCompiler
+    from ..hw import HardwareSpec
+    from ..isa import Program
+    from .builder import KernelBuilder
+    from .graph import Value
+
+
+class EpilogueHost(Protocol):
+    """What an epilogue needs of the graph compiler it runs in (``graph.GraphCompiler``): the
+    builder and Program it emits into, the values already in HBM, the graph's outputs, and the
+    fused group's member emission that epilogue members share."""
+
+    spec: HardwareSpec
+    program: Program
+    kb: KernelBuilder
+    values: dict[fx.Node, Value]
+    graph_outputs: set[fx.Node]
+    kernels: int
+    fused: int
+
+    def materialized(self, node: fx.Node) -> Value:
+        """The HBM value of ``node`` (an error when it is not computed yet)."""
+        ...
+
+    def square_feeding_reduce(self, nodes) -> set[fx.Node]:
+        """Squares whose only user is a row sum/mean among ``nodes`` (one ACTIVATE does both)."""
+        ...
+
+    def emit_member(self, n: fx.Node, h: int, rows: int, cols: int, tiles: dict, squares: set,
+                    out: AP | None = None, temps: list | None = None) -> AP:
+        """One member of a fused group on a [rows x cols] tile."""
+        ...
 
 aten = torch.ops.aten
 
@@ -193,7 +223,7 @@ def _runs_ok(pl: Placement, plan: EpiloguePlan) -> bool:
 
 # --- matching --------------------------------------------------------------------------------------
 
-def match_epilogue(gc: "GraphCompiler", mm: fx.Node, pos: dict, eff: dict, claimed: set) -> EpiloguePlan | None:
+def match_epilogue(gc: EpilogueHost, mm: fx.Node, pos: dict, eff: dict, claimed: set) -> EpiloguePlan | None:
     """The epilogue of matmul node ``mm``: the nodes after it that can run on its output tiles."""
     from .graph import ROW_REDUCE, VIEW_OPS, _elementwise_kind
 
@@ -339,7 +369,7 @@ def match_epilogue(gc: "GraphCompiler", mm: fx.Node, pos: dict, eff: dict, claim
     # values whose HBM copy someone outside reads
     outside = set()
     for x in [mm, *plan.nodes]:
-        if x in gc._outputs_set or any(u not in group for u in x.users):
+        if x in gc.graph_outputs or any(u not in group for u in x.users):
             outside.add(plan.value_of[x])
     plan.needed = [x for x in [mm, *plan.nodes] if x in outside]
     # the product is read straight from PSUM only by element-wise members
@@ -423,7 +453,7 @@ class _Tiles(dict):
 class GraphEpilogue:
     """Emits a planned epilogue for the output tiles of one graph matmul (see module docstring)."""
 
-    def __init__(self, gc: "GraphCompiler", plan: EpiloguePlan):
+    def __init__(self, gc: EpilogueHost, plan: EpiloguePlan):
         self.gc, self.plan = gc, plan
         self.kb = gc.kb
         self.psum_direct = plan.psum_direct
@@ -434,7 +464,7 @@ class GraphEpilogue:
         self.q_out = self.kb.queue("qSyncIO2", "output")
         self.ext: dict[fx.Node, tuple[Placement, int, DType]] = {}
         for x in plan.externals:
-            val = gc._materialized(x)
+            val = gc.materialized(x)
             user = next(m for m in plan.members if x in m.args)
             pl = broadcast_placement(val.meta, tuple(_val(user).shape))
             if pl is None or not (pl.uniform or _runs_ok(pl, plan)):
@@ -451,7 +481,7 @@ class GraphEpilogue:
                 w = plan.width[plan.tile_src[x]]
                 self.stores[x] = (Placement(np.arange(plan.R, dtype=np.int64) * w, 1 if w > 1 else 0), val.hbm,
                                   val.meta.dtype)
-        squares = gc._square_feeding_reduce(plan.members)
+        squares = gc.square_feeding_reduce(plan.members)
         # a square folded into its sum reads its input once more: not possible from PSUM banks
         self.squares = {s for s in squares if not (plan.psum_direct and plan.tile_src.get(s.args[0]) is plan.mm)}
         self.block: tuple[int, int] | None = None
@@ -527,7 +557,7 @@ class GraphEpilogue:
         args = [a for a in n.args if isinstance(a, fx.Node)]
         banks = [a for a in args if isinstance(tiles.get(a), list)]
         if not banks:
-            gc._emit_member(n, plan.N, mp, ncols, tiles, self.squares, out=out, temps=temps)
+            gc.emit_member(n, plan.N, mp, ncols, tiles, self.squares, out=out, temps=temps)
             return
         # the first op reads the product in PSUM, one bank (512 columns) at a time
         for k, (s0, w) in enumerate(slices):
@@ -540,7 +570,7 @@ class GraphEpilogue:
                     view[a] = t.view(s0, [(1, w)], partitions=mp)
                 else:
                     view[a] = t
-            gc._emit_member(n, plan.N, mp, w, view, self.squares, out=out.view(s0, [(1, w)], partitions=mp),
+            gc.emit_member(n, plan.N, mp, w, view, self.squares, out=out.view(s0, [(1, w)], partitions=mp),
                             temps=temps)
 
 
@@ -575,7 +605,7 @@ def _softmax(b, x: AP, out: AP, log: bool, temps: list) -> None:
 
 # --- the matmul itself -----------------------------------------------------------------------------
 
-def emit_matmul_with_epilogue(gc: "GraphCompiler", plan: EpiloguePlan) -> None:
+def emit_matmul_with_epilogue(gc: EpilogueHost, plan: EpiloguePlan) -> None:
     """Bind the stored values, then emit the gemm (per batch for bmm) with the epilogue attached."""
     from .graph import Value
 
@@ -587,13 +617,13 @@ def emit_matmul_with_epilogue(gc: "GraphCompiler", plan: EpiloguePlan) -> None:
     epi = GraphEpilogue(gc, plan)
     addmm = mm.target is aten.addmm.default
     a_node, b_node = (mm.args[1], mm.args[2]) if addmm else (mm.args[0], mm.args[1])
-    A, B = gc._materialized(a_node), gc._materialized(b_node)
+    A, B = gc.materialized(a_node), gc.materialized(b_node)
     out = gc.values.get(mm) if mm in plan.needed else None
     alpha = float(mm.kwargs.get("alpha", 1)) if addmm else 1.0
     beta = float(mm.kwargs.get("beta", 1)) if addmm else 0.0
     bias = None
     if addmm and beta != 0:
-        bv = gc._materialized(mm.args[0])
+        bv = gc.materialized(mm.args[0])
         bias = Bias(_bias_mat(bv.hbm, bv.meta, plan.M, plan.N), beta)
     # staging tiles (for a bias, an alpha or a layout copy) round like the eager product does
     odt = out.meta.dtype if out is not None else device_dtype(_val(mm).dtype)

@@ -24,7 +24,7 @@ import torch
 import torch.fx as fx
 
 from ..hw import HardwareSpec, get_spec
-from ..isa import AP, Act, Activation, Alu, DType, Program, TensorReduce, TensorScalar, TensorTensor, hbm
+from ..isa import AP, Act, Activation, Alu, Program, TensorReduce, TensorScalar, TensorTensor, hbm
 from .builder import KernelBuilder
 from .lnc import MakeBuilder, spread
 from .epilogue import GEMM_OPS, emit_matmul_with_epilogue, match_epilogue
@@ -102,6 +102,7 @@ class GraphCompiler:
         self.scalars: dict[fx.Node, float] = {}
         self.kernels = 0
         self.fused = 0
+        self.graph_outputs: set[fx.Node] = set()  # the nodes the graph returns (set by compile)
 
     # --- entry --------------------------------------------------------------------------------------
     def compile(self) -> CompiledGraph:
@@ -120,7 +121,7 @@ class GraphCompiler:
             inputs.append(idx)
         output_node = next(n for n in nodes if n.op == "output")
         out_args = [a for a in _flatten(output_node.args[0])]
-        self._outputs_set = {a for a in out_args if isinstance(a, fx.Node)}
+        self.graph_outputs = {a for a in out_args if isinstance(a, fx.Node)}
         self._users_outside: dict[fx.Node, int] = {}
         body = [n for n in nodes if n.op == "call_function"]
         plans = self._plan_epilogues(body)
@@ -249,7 +250,7 @@ class GraphCompiler:
         members = set(g.nodes)
         self.kernels += 1
         self.fused += len(g.nodes)
-        needed = [n for n in g.nodes if n in self._outputs_set or any(u not in members for u in n.users)]
+        needed = [n for n in g.nodes if n in self.graph_outputs or any(u not in members for u in n.users)]
         externals: list[fx.Node] = []
         for n in g.nodes:
             for a in n.args:
@@ -263,7 +264,7 @@ class GraphCompiler:
         q_out = kb.queue("qSyncIO2", "output")
         weights: dict[fx.Node, AP] = {}
         held: list[AP] = []
-        squares = self._square_feeding_reduce(g.nodes)
+        squares = self.square_feeding_reduce(g.nodes)
         for r0 in range(0, g.rows, P):
             rows = min(P, g.rows - r0)
             tiles: dict[fx.Node, AP] = {}
@@ -278,7 +279,7 @@ class GraphCompiler:
                 # each member's instructions carry its op and source line: the device view groups and
                 # colours a fused NEFF's instructions by the op (and line) they came from
                 with self.program.origin(member_label(n)):
-                    out = self._emit_member(n, g.h, rows, g.h, tiles, squares, temps=fresh)
+                    out = self.emit_member(n, g.h, rows, g.h, tiles, squares, temps=fresh)
                     tiles[n] = out
                     fresh.append(out)
                     if n in needed:
@@ -297,7 +298,7 @@ class GraphCompiler:
         kb = self.kb
         P = kb.spec.partitions
         role = self._role(_val(a), g)
-        val = self._materialized(a)
+        val = self.materialized(a)
         if role == "weight":
             if a not in weights:
                 w = kb.tile(P, (g.h,), val.meta.dtype)
@@ -320,18 +321,18 @@ class GraphCompiler:
         tiles[a] = t
         fresh.append(t)
 
-    def _square_feeding_reduce(self, nodes) -> set[fx.Node]:
+    def square_feeding_reduce(self, nodes) -> set[fx.Node]:
         """Squares whose only user is a sum/mean of the group: one ACTIVATE(square, accumulate) does both."""
         out = set()
         for n in nodes:
             if n.target in (aten.sum.dim_IntList, aten.mean.dim):
                 src = n.args[0]
                 if isinstance(src, fx.Node) and src in nodes and len(src.users) == 1 and \
-                        src not in self._outputs_set and _is_square(src):
+                        src not in self.graph_outputs and _is_square(src):
                     out.add(src)
         return out
 
-    def _emit_member(self, n: fx.Node, h: int, rows: int, cols: int, tiles: dict, squares: set,
+    def emit_member(self, n: fx.Node, h: int, rows: int, cols: int, tiles: dict, squares: set,
                      out: AP | None = None, temps: list | None = None) -> AP:
         """One group member on a [rows x cols] tile (cols: h, or a column slice of the row for
         element-wise members); ``h`` is the row length reductions see. Writes ``out`` when given;
@@ -404,14 +405,14 @@ class GraphCompiler:
     def _emit_node(self, n: fx.Node) -> None:
         v = n.meta.get("val")
         if n.target in VIEW_OPS:
-            base = self._materialized(n.args[0])
+            base = self.materialized(n.args[0])
             t = _val(n)
             self.values[n] = Value(base.hbm, TensorMeta(tuple(t.shape), tuple(t.stride()), device_dtype(t.dtype),
                                                           base.meta.offset + t.storage_offset()
                                                           - _val(n.args[0]).storage_offset()))
             return
         if n.target in MULTI_VIEW_OPS:
-            base = self._materialized(n.args[0])
+            base = self.materialized(n.args[0])
             src = _val(n.args[0])
             for i, t in enumerate(v):
                 self.values[(n, i)] = Value(base.hbm, TensorMeta(  # type: ignore[index]
@@ -434,7 +435,7 @@ class GraphCompiler:
         kwargs = {k: self._arg_tensor(a) for k, a in n.kwargs.items()}
         call = from_aten(n.target, args, kwargs, tuple(o for o in outs if isinstance(o, torch.Tensor)))
         slots = _tensor_args_padded(n, call)
-        input_ids = [self._materialized(a).hbm if a is not None else None for a in slots]
+        input_ids = [self.materialized(a).hbm if a is not None else None for a in slots]
         out_ids = []
         for i, o in enumerate(outs):
             if isinstance(o, torch.Tensor):
@@ -460,7 +461,7 @@ class GraphCompiler:
         src = n.args[0]
         t = _val(n)
         if not isinstance(src, fx.Node) or src not in self.values or t is None or len(src.users) != 1 \
-                or src in self._outputs_set or not t.is_contiguous():
+                or src in self.graph_outputs or not t.is_contiguous():
             return False
         val = self.values[src]
         decl = self.program.tensors[val.hbm]
@@ -473,7 +474,7 @@ class GraphCompiler:
     def _rebase(self, meta, node):
         if meta is None or node is None:
             return meta
-        return self._materialized(node).meta
+        return self.materialized(node).meta
 
     def _arg_tensor(self, a):
         if isinstance(a, fx.Node):
@@ -482,7 +483,7 @@ class GraphCompiler:
             return type(a)(self._arg_tensor(x) for x in a)
         return a
 
-    def _materialized(self, node: fx.Node) -> Value:
+    def materialized(self, node: fx.Node) -> Value:
         if node not in self.values:
             raise GraphCompileError(f"value {node.name} is used before it is computed in HBM")
         return self.values[node]

@@ -16,7 +16,7 @@ import hashlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, SupportsIndex, overload
 
 import orjson
 
@@ -31,12 +31,44 @@ from .lnc import MakeBuilder, spread
 from .meta import TensorMeta
 
 
-@dataclass(frozen=True)
+class TensorInputs(tuple):
+    """An op call's positional inputs: a :class:`TensorMeta` where the op takes a tensor, None where it
+    takes something else (a scalar, a list, an absent optional tensor).
+
+    Indexing is typed ``TensorMeta``: a kernel reads the positions where its op's schema has tensors,
+    so ``None`` is not every kernel's problem; :meth:`optional` is the typed read of an optional
+    tensor (``TensorMeta | None``)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        @overload
+        def __getitem__(self, i: SupportsIndex) -> TensorMeta: ...
+
+        @overload
+        def __getitem__(self, i: slice) -> tuple[TensorMeta | None, ...]: ...
+
+        def __getitem__(self, i): ...
+
+    def optional(self, i: int) -> TensorMeta | None:
+        """Input ``i`` when it is a tensor, else None (an optional tensor left out, or past the end)."""
+        return tuple.__getitem__(self, i) if -len(self) <= i < len(self) else None
+
+
+@dataclass(frozen=True, init=False)
 class OpCall:
     name: str
-    inputs: tuple[TensorMeta | None, ...]
+    inputs: TensorInputs
     outputs: tuple[TensorMeta, ...]
     attrs: tuple[tuple[str, Any], ...] = ()
+
+    def __init__(self, name: str, inputs: Iterable[TensorMeta | None], outputs: tuple[TensorMeta, ...],
+                 attrs: tuple[tuple[str, Any], ...] = ()) -> None:
+        _set = object.__setattr__  # frozen
+        _set(self, "name", name)
+        _set(self, "inputs", inputs if type(inputs) is TensorInputs else TensorInputs(inputs))
+        _set(self, "outputs", outputs)
+        _set(self, "attrs", attrs)
 
     @staticmethod
     def make(name: str, inputs, outputs, attrs: dict | None = None) -> "OpCall":
@@ -171,7 +203,7 @@ def compile_call(call: OpCall, spec: HardwareSpec, key: tuple | None = None) -> 
     if fn is None:
         raise NoLowering(call.name)
     prog = build(call, fn, spec)
-    prog.neff_id  # hashing the NEFF is part of compiling it
+    _ = prog.neff_id  # hashing the NEFF is part of compiling it
     remember(key if key is not None else (call.key(), spec_digest(spec), _precision.key()), prog)
     return prog, time.perf_counter_ns() - t0
 
@@ -239,4 +271,3 @@ def _load_kernels() -> None:
     if not _loaded:
         _loaded = True
         from . import kernels  # noqa: F401
-        from .kernels import loss, random_fill, view_backward  # noqa: F401

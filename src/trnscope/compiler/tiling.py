@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from math import prod
 
 from ..hw import HardwareSpec, get_spec
+from ..isa import DMA_TRANSPOSE_EFFICIENCY
 
 # The planner and the kernels read the target's ``spec.partitions``; this constant (128 on every
 # NeuronCore so far) is left to the matmul family's blocking (kernels.matmul, compiler.epilogue).
 P = 128
-# DMA transpose throughput relative to a copy: loads (from HBM) 90%, stores (from SBUF) 50% [S2], as the
-# simulator prices them (sim.cost.DMA_TRANSPOSE_EFFICIENCY; not imported: the compiler does not load sim)
-TRANSPOSE_LOAD, TRANSPOSE_STORE = 0.9, 0.5
+# DMA transpose throughput relative to a copy, loads (from HBM) and stores (from SBUF), as Dma prices them
+TRANSPOSE_LOAD, TRANSPOSE_STORE = DMA_TRANSPOSE_EFFICIENCY[True], DMA_TRANSPOSE_EFFICIENCY[False]
 
 Dim = tuple[int, tuple[int, ...]]   # (size, per-operand strides)
 

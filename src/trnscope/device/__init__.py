@@ -20,7 +20,7 @@ allocations and frees are counted per core against one NeuronCore's HBM capacity
 
 How ops run (:mod:`.kernels`, :mod:`.dispatch`, :mod:`.host`): a boxed fallback on PrivateUse1
 plus a few explicit kernels send every ATen op that reaches the device to ONE entry point,
-:func:`trnscope.device.dispatch.execute`, which hands an :class:`OpCall` to the installed
+:func:`trnscope.device.dispatch.execute`, which hands an :class:`DispatchedOp` to the installed
 executor. The default executor computes on the host with ATen's CPU kernels (results equal CPU's
 bit for bit); the runtime installs its own with :func:`set_executor`.
 """
@@ -32,13 +32,13 @@ from . import registration as _registration
 _registration.register()
 
 from . import dispatch, memory  # noqa: E402
-from .dispatch import OpCall, OpKind, execute, recording, set_executor  # noqa: E402
+from .dispatch import DispatchedOp, OpKind, execute, recording, set_executor  # noqa: E402
 from .memory import host_view  # noqa: E402
 from .registration import BackendConflictError  # noqa: E402
 
 BACKEND = "neuron"
 
 __all__ = [
-    "BACKEND", "BackendConflictError", "OpCall", "OpKind", "dispatch", "execute", "host_view",
+    "BACKEND", "BackendConflictError", "DispatchedOp", "OpKind", "dispatch", "execute", "host_view",
     "memory", "recording", "set_executor",
 ]

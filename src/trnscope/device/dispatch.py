@@ -13,7 +13,7 @@ arrive whole, once; their in-place variants arrive as their ``out=`` variant.
 What :func:`execute` does is decided by the installed executor (:func:`set_executor`). The
 default, :class:`HostExecutor`, computes on the host with ATen on zero-copy CPU views of the
 device memory, so the numerics are exactly PyTorch's. The runtime replaces it with one that
-lowers the op to a device Program, simulates its time, and calls :meth:`OpCall.run_on_host` for
+lowers the op to a device Program, simulates its time, and calls :meth:`DispatchedOp.run_on_host` for
 the numbers.
 
 Ops may arrive on any thread: autograd runs the backward pass of ``neuron`` tensors on its own
@@ -33,7 +33,7 @@ from .. import caches
 from . import host
 
 __all__ = [
-    "OpKind", "OpCall", "Executor", "HostExecutor", "execute", "classify", "set_executor",
+    "OpKind", "DispatchedOp", "Executor", "HostExecutor", "execute", "classify", "set_executor",
     "get_executor", "recording", "synchronize",
 ]
 
@@ -81,7 +81,7 @@ def classify(op: torch._ops.OpOverload) -> OpKind:
     return kind
 
 
-class OpCall:
+class DispatchedOp:
     """One op on its way to the device.
 
     ``op``: the :class:`torch._ops.OpOverload` (``op.name()`` is e.g. ``"aten::add.out"``);
@@ -109,11 +109,11 @@ class OpCall:
         return host.run(self.op, self.args, self.kwargs, self.sig)
 
     def __repr__(self) -> str:
-        return f"OpCall({self.name}, {self.kind.value})"
+        return f"DispatchedOp({self.name}, {self.kind.value})"
 
 
 class Executor(Protocol):
-    def execute(self, call: OpCall) -> Any: ...
+    def execute(self, call: DispatchedOp) -> Any: ...
 
     def synchronize(self, device: int) -> None: ...
 
@@ -121,7 +121,7 @@ class Executor(Protocol):
 class HostExecutor:
     """Runs every op at once on the host; no device time is modelled (the runtime's job)."""
 
-    def execute(self, call: OpCall) -> Any:
+    def execute(self, call: DispatchedOp) -> Any:
         return call.run_on_host()
 
     def synchronize(self, device: int) -> None:
@@ -129,13 +129,13 @@ class HostExecutor:
 
 
 _executor: Executor = HostExecutor()
-_recorders: list[Callable[[OpCall], None]] = []
+_recorders: list[Callable[[DispatchedOp], None]] = []
 _recorders_lock = threading.Lock()
 
 
 def execute(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     """Run one ATen op on ``neuron`` tensors: the single entry point of the device."""
-    call = OpCall(op, args, kwargs, classify(op))
+    call = DispatchedOp(op, args, kwargs, classify(op))
     if _recorders:
         for rec in tuple(_recorders):
             rec(call)
@@ -159,9 +159,9 @@ def synchronize(device: int = 0) -> None:
 
 
 @contextmanager
-def recording() -> Iterator[list[OpCall]]:
-    """Collect every :class:`OpCall` that reaches :func:`execute` (any thread) while inside."""
-    calls: list[OpCall] = []
+def recording() -> Iterator[list[DispatchedOp]]:
+    """Collect every :class:`DispatchedOp` that reaches :func:`execute` (any thread) while inside."""
+    calls: list[DispatchedOp] = []
     with _recorders_lock:
         _recorders.append(calls.append)
     try:

@@ -1,6 +1,6 @@
 """Host execution of ATen ops on ``neuron`` tensors: exact PyTorch numerics, zero copy.
 
-:func:`run` is what :meth:`trnscope.device.dispatch.OpCall.run_on_host` calls. A few ops are
+:func:`run` is what :meth:`trnscope.device.dispatch.DispatchedOp.run_on_host` calls. A few ops are
 implemented here directly (allocation, views, resize/set, cross-device copies, scalar reads);
 every other op is run by ATen's CPU kernel on CPU views of the same device bytes
 (:func:`trnscope.device.memory.host_view`), and its results are mapped back:

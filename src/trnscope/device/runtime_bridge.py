@@ -23,7 +23,7 @@ from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
 from ..frames import user_frame
 from ..runtime import observe
 from . import host, memory
-from .dispatch import OpCall, OpKind
+from .dispatch import DispatchedOp, OpKind
 
 FALLBACK_ENV = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
 
@@ -55,13 +55,13 @@ def _tensors(obj) -> list[torch.Tensor]:
     return []
 
 
-def _dtypes(call: OpCall) -> str:
+def _dtypes(call: DispatchedOp) -> str:
     """The dtypes an op was called with, for the strict-fallback error ("inputs float64, int64")."""
     names = dict.fromkeys(str(t.dtype).removeprefix("torch.") for t in _tensors(call.args) + _tensors(call.kwargs))
     return f"inputs {', '.join(names)}" if names else "no tensor inputs"
 
 
-def _device_index(call: OpCall) -> int:
+def _device_index(call: DispatchedOp) -> int:
     """The NeuronCore an op runs on: that of its first ``neuron`` tensor argument."""
     for a in call.args:
         if isinstance(a, torch.Tensor):
@@ -91,7 +91,7 @@ def _device_index(call: OpCall) -> int:
 PLAN_CACHE_SIZE = 8192
 
 
-def _plan_key(call: OpCall, outs: tuple):
+def _plan_key(call: DispatchedOp, outs: tuple):
     key = call.sig
     if key is None or host.outputs_follow(call.op):
         return key
@@ -144,7 +144,7 @@ class HostFallback:
 
     __slots__ = ("executor", "call", "core", "name")
 
-    def __init__(self, executor: "RuntimeExecutor", call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> None:
+    def __init__(self, executor: "RuntimeExecutor", call: DispatchedOp, core: runtime.NeuronCoreRuntime, name: str) -> None:
         self.executor, self.call, self.core, self.name = executor, call, core, name
 
     def run(self) -> Any:
@@ -158,7 +158,7 @@ class RuntimeExecutor:
         self.fallbacks: dict[str, int] = {}
         self._depth = threading.local()
 
-    def execute(self, call: OpCall) -> Any:
+    def execute(self, call: DispatchedOp) -> Any:
         # Everything trnscope itself does to serve an op is emulator work, cut from host time; the
         # host spends what the host-cost model says the backend costs instead. Transfers and host
         # waits still advance the clock (wait_until works inside a cut).
@@ -170,7 +170,7 @@ class RuntimeExecutor:
             return result.run()
         return result
 
-    def _execute_observed(self, call: OpCall) -> Any:
+    def _execute_observed(self, call: DispatchedOp) -> Any:
         """:meth:`execute` while the runtime is observed: the op between the observers'
         ``dispatch_begin`` and ``dispatch_end``, both inside the cut the op is served in (a CPU
         fallback leaves it: real host time)."""
@@ -191,7 +191,7 @@ class RuntimeExecutor:
                     o.dispatch_end()
         return result
 
-    def serve(self, call: OpCall) -> Any:
+    def serve(self, call: DispatchedOp) -> Any:
         """The emulator-work part of :meth:`execute`; the caller holds ``runtime.CLOCK``'s
         emulation cut. Returns the op's result, or a :class:`HostFallback` for an op with no
         kernel, which the caller runs outside the cut."""
@@ -205,7 +205,7 @@ class RuntimeExecutor:
         finally:
             depth.n = 0
 
-    def _serve(self, call: OpCall, charged: bool) -> Any:
+    def _serve(self, call: DispatchedOp, charged: bool) -> Any:
         kind = call.kind
         clock = runtime.CLOCK
         if charged and clock.mode == runtime.MODELLED:  # PyTorch's side of the op (measured in real mode)
@@ -227,7 +227,7 @@ class RuntimeExecutor:
             return call.run_on_host()
         return HostFallback(self, call, runtime.core(_device_index(call)), name)
 
-    def _kernel_cut(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str) -> Any:
+    def _kernel_cut(self, call: DispatchedOp, core: runtime.NeuronCoreRuntime, name: str) -> Any:
         # numbers first (on host views), then the kernel for the actual outputs: emulator work
         # (the caller holds the emulation cut)
         call.sig = host.signature(call.op, call.args, call.kwargs)
@@ -245,7 +245,7 @@ class RuntimeExecutor:
         core.execute_program(plan.program, plan.label, timeline=plan.timeline)
         return result
 
-    def _plan(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str, outs: tuple,
+    def _plan(self, call: DispatchedOp, core: runtime.NeuronCoreRuntime, name: str, outs: tuple,
               result) -> _Plan | None:
         """Serve a signature seen for the first time, the long way, and say how to serve it again."""
         try:
@@ -266,7 +266,7 @@ class RuntimeExecutor:
         self._fallback(call, core, name, plan.reason, result)
         return plan
 
-    def _fallback(self, call: OpCall, core: runtime.NeuronCoreRuntime, name: str, reason: str = "no neuron kernel",
+    def _fallback(self, call: DispatchedOp, core: runtime.NeuronCoreRuntime, name: str, reason: str = "no neuron kernel",
                   result: Any = _NOT_COMPUTED) -> Any:
         """Serve ``call`` on the host CPU as TorchNeuron's fallback does: wait for the device, copy the
         inputs to the host, compute, copy the results back. ``result``: the numbers, when the emulator
@@ -300,7 +300,7 @@ class RuntimeExecutor:
                                f"profiles. Set {FALLBACK_ENV}=1 to make this an error.", CpuFallbackWarning,
                                filename, lineno, module=module)
 
-    def _copy(self, call: OpCall, core: runtime.NeuronCoreRuntime) -> Any:
+    def _copy(self, call: DispatchedOp, core: runtime.NeuronCoreRuntime) -> Any:
         src, dst = call.args[0], call.args[1]
         src_dev, dst_dev = src.device, dst.device
         if src_dev.type == "neuron" and dst_dev.type == "neuron":  # device to device: a DMA kernel
@@ -331,7 +331,7 @@ class RuntimeExecutor:
         runtime.core(device).synchronize()
 
 
-def _outputs(call: OpCall, result) -> tuple:
+def _outputs(call: DispatchedOp, result) -> tuple:
     """The tensors the op writes: its out= arguments in schema order, else what it returned."""
     names = host.out_names(call.op)
     if names:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -270,10 +271,12 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                                                     f"has the details"}}, status_code=500,
                               headers={k.decode(): v.decode() for k, v in security_headers((assets.boot_hash,))})
 
-    app = Starlette(routes=routes, exception_handlers={
+    # each handler takes its own exception class (Starlette's annotation says Exception for all)
+    handlers: dict[Any, Any] = {
         ProfileError: profile_error, notes.NotesError: notes_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
         OutsideRoots: outside, HTTPException: http_error, Exception: internal,
-    })
+    }
+    app = Starlette(routes=routes, exception_handlers=handlers)
     if token:
         app.add_middleware(TokenMiddleware, token=token)
     if loopback_only:

@@ -29,7 +29,7 @@ _I32 = np.iinfo(np.int32)
 
 
 def wants_columns(accept: str | None) -> bool:
-    return bool(accept) and MEDIA_TYPE in accept
+    return accept is not None and MEDIA_TYPE in accept
 
 
 def _wire(array: np.ndarray) -> tuple[np.ndarray, str]:

@@ -36,7 +36,7 @@ def slice_details(view, row: int) -> dict:
 def _stack(view, row: int) -> list[dict]:
     """Enclosing slices, outermost first."""
     s = view.trace.slices
-    chain = []
+    chain: list[dict] = []
     parent = int(s.parent[row])
     while parent >= 0 and len(chain) < 64:
         chain.append(view.slice_summary(parent))
@@ -64,7 +64,7 @@ def _chain(view, seeds: list[int], upstream: bool) -> list[dict]:
     here, there = (f.end_row, f.start_row) if upstream else (f.start_row, f.end_row)
     seen = set(seeds)
     queue = deque(seeds)
-    out = []
+    out: list = []
     while queue and len(out) < MAX_CHAIN:
         current = queue.popleft()
         for k in np.flatnonzero(here == current).tolist():

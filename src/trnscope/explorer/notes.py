@@ -99,6 +99,6 @@ def write_notes(path: Path, body: bytes, keep_mtime_of: Path | None = None) -> d
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    if before is not None:
+    if before is not None and keep_mtime_of is not None:
         os.utime(keep_mtime_of, ns=(before.st_atime_ns, before.st_mtime_ns))
     return {"version": VERSION, "flags": flags, "file": path.name, "saved": True}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -173,7 +174,7 @@ class TimelineView:
                 pattern = re.compile(text, re.IGNORECASE)
             except re.error as exc:
                 raise BadRequest(f"not a valid regular expression: {exc}") from None
-            matches = pattern.search
+            matches: Callable[[str], object] = pattern.search
         else:
             needle = text.lower()
             matches = lambda name: needle in name.lower()  # noqa: E731

@@ -32,6 +32,7 @@ def physical_spec(spec: HardwareSpec) -> HardwareSpec:
 def parse_lnc(value: str | int, spec: HardwareSpec, origin: str = LNC_ENV_VAR) -> int:
     """``value`` as an LNC degree ``spec``'s target accepts, else :class:`LncConfigError` naming ``origin``."""
     allowed = ", ".join(map(str, spec.lnc_supported))
+    n: int | None
     try:
         n = int(str(value).strip())
     except ValueError:
@@ -43,6 +44,7 @@ def parse_lnc(value: str | int, spec: HardwareSpec, origin: str = LNC_ENV_VAR) -
                     if spec.lnc_supported == (1,) else f" (unset it for the default, {spec.lnc_default})")
         raise LncConfigError(
             f"{origin}={value!r} is not supported on {spec.name} ({spec.neuroncore}): allowed values are {allowed}{hint}")
+    assert n is not None
     return n
 
 

@@ -71,7 +71,7 @@ def _float_to_int(a: Array, dt: np.dtype) -> Array:
         return np.clip(f, lo, hi).astype(dt)
 
 
-def cast(values: Array, dt: np.dtype) -> Array:
+def cast(values: Array | np.generic, dt: np.dtype) -> Array:
     """Convert computed values to a destination dtype the way the engines write them."""
     values = np.asarray(values)
     if values.dtype == dt:
@@ -128,6 +128,14 @@ class AluOp:
     int_only: bool = False
     reduce: Reducer | None = None  # None: a left fold with fn
     scan: Reducer | None = None  # None: a running left fold with fn
+
+    def fn_for(self, domain: np.dtype) -> Binary:
+        """The function computing in ``domain``: int64 only where the op has an integer form (``_domain``)."""
+        if domain == I64:
+            if self.int_fn is None:
+                raise TypeError("this ALU op has no integer form")
+            return self.int_fn
+        return self.fn
 
 
 def _ufunc_op(uf: np.ufunc, exact_int: bool = True, int_only: bool = False) -> AluOp:
@@ -206,7 +214,7 @@ def binary(alu: Alu, a: Array, b: Array) -> Array:
     """``a <alu> b`` with broadcasting, in the op's compute domain (FP32 or int64)."""
     op = ALU_OPS[alu]
     domain = _domain(op, a, b)
-    fn = op.int_fn if domain == I64 else op.fn
+    fn = op.fn_for(domain)
     return numeric(fn(_to(domain, a), _to(domain, b)), domain)
 
 
@@ -216,7 +224,7 @@ def reduce(alu: Alu, x: Array, axis: int = -1) -> Array:
     x = _to(domain, x)
     if op.reduce is not None:
         return numeric(op.reduce(x, axis), domain)
-    fn = op.int_fn if domain == I64 else op.fn
+    fn = op.fn_for(domain)
     x = np.moveaxis(x, axis, -1)
     acc = x[..., 0]
     for i in range(1, x.shape[-1]):
@@ -231,7 +239,7 @@ def scan(alu: Alu, x: Array, axis: int = -1) -> Array:
     x = _to(domain, x)
     if op.scan is not None:
         return numeric(op.scan(x, axis), domain)
-    fn = op.int_fn if domain == I64 else op.fn
+    fn = op.fn_for(domain)
     x = np.moveaxis(x, axis, -1)
     out = np.empty(x.shape, dtype=domain)
     out[..., 0] = x[..., 0]

@@ -49,7 +49,7 @@ SID_TABLE_LIMIT = 1 << 17
 _dumps = orjson.dumps
 
 
-def _intern(table: dict, key: tuple) -> int:
+def _intern(table: dict, key: tuple | bytes) -> int:
     sid = table.get(key)
     if sid is None:
         if len(table) >= SID_TABLE_LIMIT:
@@ -231,9 +231,8 @@ def _finish(ap: AP, key: tuple) -> None:
     except TypeError:
         sid = next(_ID_COUNTER)
     else:
-        sid = _SIDS.get(text)
-        if sid is None:
-            sid = _intern(_SIDS, text)
+        known = _SIDS.get(text)
+        sid = _intern(_SIDS, text) if known is None else known
     _set(ap, "_sid", sid)
     form = key[:4]
     fid = _FIDS.get(form)

@@ -120,7 +120,7 @@ def _freeze(v):
 
 def _slow_key(ins, form: bool) -> tuple:
     """The key of an instruction the fast getters cannot key (a non-AP in an AP field, a list field)."""
-    vals = [type(ins)]
+    vals: list = [type(ins)]
     for f in fields(ins):
         if f.name != "waits":
             v = getattr(ins, f.name)
@@ -189,8 +189,8 @@ class ShapeIndex:
             firsts = np.frombuffer(array("q", map(memo.setdefault, keys, range(n))), np.int64)
         except _KEY_ERRORS:
             memo = {}
-            keys = [_slow_key(ins, False) for ins in instrs]
-            firsts = np.frombuffer(array("q", map(memo.setdefault, keys, range(n))), np.int64)
+            slow = [_slow_key(ins, False) for ins in instrs]
+            firsts = np.frombuffer(array("q", map(memo.setdefault, slow, range(n))), np.int64)
             idx.exact = False
         is_first = firsts == np.arange(n)
         rank = np.cumsum(is_first) - 1
@@ -289,7 +289,10 @@ def _program_columns(program) -> Columns:
     flat = _copy(idx.wait_flat)
 
     # per-form signals, ops and streams, broadcast to the instructions
-    s_cnt, s_sem, s_val, s_set, s_op, s_stream = [], [], [], [], [], []
+    s_sem: list[int] = []
+    s_val: list[int] = []
+    s_set: list[bool] = []
+    s_cnt, s_op, s_stream = [], [], []
     for k, rep in enumerate(form_reps):
         pairs = list(rep.signals)
         for p in pairs:

@@ -8,6 +8,8 @@ import ml_dtypes
 import numpy as np
 
 
+_NpDType = np.dtype  # (inside DType, ``np`` is its property)
+
 class DType(str, Enum):
     __hash__ = str.__hash__  # C-level hash for hot-path memo keys
 
@@ -40,7 +42,7 @@ class DType(str, Enum):
         return self in (DType.bfloat16, DType.float16, DType.float8_e4m3)
 
     @classmethod
-    def parse(cls, value: "DType | str | np.dtype") -> "DType":
+    def parse(cls, value: "DType | str | _NpDType") -> "DType":
         if isinstance(value, DType):
             return value
         if isinstance(value, str):

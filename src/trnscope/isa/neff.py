@@ -19,10 +19,9 @@ import io
 import math
 import struct
 import tarfile
+import typing
 from dataclasses import fields
 from enum import Enum
-from functools import partial
-from itertools import chain
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -33,7 +32,7 @@ from .ap import AP
 from .dtypes import DType
 from .columns import gc_paused
 from .errors import NeffFormatError, ProgramError
-from .instructions import INSTRUCTION_TYPES, Act, Alu, Engine, Instruction
+from .instructions import INSTRUCTION_TYPES, Engine, Instruction
 from .program import Program, QueueDecl, TensorDecl
 
 MAGIC = b"NEFF"
@@ -51,8 +50,6 @@ ENGINE_FILES = {
     Engine.SYNC: "Sync.json",
     Engine.DMA: "DMA.json",
 }
-_ENUM_FIELDS = {"alu": Alu, "alu0": Alu, "alu1": Alu, "cmp": Alu, "func": Act, "on": Engine}
-_TUPLE_FIELDS = {"waits", "signals", "coefs"}
 
 
 # JSON has no NaN or infinity (orjson writes them as null, the same as None): a fill of -inf and
@@ -107,18 +104,42 @@ def decode_instruction(d: dict) -> Instruction:
     if cls is None:
         raise NeffFormatError(f"unknown instruction type {d.get('type')!r} (instruction id {d.get('id')})")
     kw = {}
-    for f in fields(cls):
-        if f.name not in d:
+    for name, convert in _field_decoders(cls):
+        if name not in d:
             continue
-        v = _decode_value(d[f.name])
+        v = _decode_value(d[name])
         if isinstance(v, dict) and "ap" in v:
             v = AP.from_list(v["ap"])
-        elif f.name in _ENUM_FIELDS and v is not None:
-            v = _ENUM_FIELDS[f.name](v)
-        elif f.name in _TUPLE_FIELDS:
-            v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
-        kw[f.name] = v
+        elif convert is not None and v is not None:
+            v = convert(v)
+        kw[name] = v
     return cls(**kw)
+
+
+_DECODERS: dict[type, tuple] = {}
+
+
+def _field_decoders(cls: type) -> tuple:
+    """(field name, how its JSON value becomes the field's type or None) for each field of ``cls``,
+    read off its annotations: an enum field takes its enum's value, a tuple field a tuple (of tuples)."""
+    found = _DECODERS.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        found = _DECODERS[cls] = tuple((f.name, _decoder(hints[f.name])) for f in fields(cls))
+    return found
+
+
+def _decoder(hint):
+    for t in (hint, *typing.get_args(hint)):
+        if isinstance(t, type) and issubclass(t, Enum):
+            return t
+    if hint is tuple or typing.get_origin(hint) is tuple:
+        return _as_tuple
+    return None
+
+
+def _as_tuple(v) -> tuple:
+    return tuple(tuple(x) if isinstance(x, list) else x for x in v)
 
 
 def _tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
@@ -271,7 +292,7 @@ def _engine_streams(program: Program) -> dict | None:
         shape = np.frombuffer(index.shape, np.int64).copy() if len(index.shape) else np.zeros(0, np.int64)
         engine = np.array([_ENGINE_ORDER[type(r).ENGINE] for r in index.reps], np.int64)[shape]
         n = len(instrs)
-        values = [_SEP] * (4 * n - 1) if n else []
+        values: list = [_SEP] * (4 * n - 1) if n else []
         values[0::4] = range(n)
         values[2::4] = map(_WAITS, instrs)
         texts = orjson.dumps(values, option=_DUMP_OPTIONS)[1:-1].split(_SEP_TEXT) if n else []
@@ -345,7 +366,7 @@ def _members(data: bytes, source: str) -> tuple[dict, dict, dict, dict]:
         raise NeffFormatError(f"{source} is corrupt: its content does not match the hash in its header")
     try:
         with tarfile.open(fileobj=io.BytesIO(body), mode="r") as tar:
-            files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+            files = {m.name: f.read() for m in tar.getmembers() if m.isfile() and (f := tar.extractfile(m))}
         top = orjson.loads(files["neff.json"])
         definition = orjson.loads(files["sg00/def.json"])
     except (tarfile.TarError, KeyError, orjson.JSONDecodeError, EOFError, OSError) as exc:
@@ -445,7 +466,7 @@ def _from_bytes(data: bytes, source: str, lazy: bool) -> Program:
         if name.startswith("sg00/const_"):
             idx = int(name[len("sg00/const_"):-len(".npy")])
             prog.constants[idx] = np.load(io.BytesIO(blob), allow_pickle=False)
-    if lazy:
+    if isinstance(prog, NeffProgram):
         prog._pending = (files, source, data)
         prog._origin, prog._index = -1, None
         prog._count = int(definition.get("instruction_count", -1))
@@ -458,6 +479,9 @@ def _from_bytes(data: bytes, source: str, lazy: bool) -> Program:
 class NeffProgram(Program):
     """A Program read from a NEFF whose instructions are decoded when first used
     (``from_bytes(..., lazy=True)``). Until then :func:`to_bytes` returns the NEFF it came from."""
+
+    _pending: tuple | None  # (tar members, source, NEFF bytes) until the instructions are decoded
+    _count: int             # the instruction count its header declares
 
     @property
     def instructions(self) -> list[Instruction]:  # type: ignore[override]

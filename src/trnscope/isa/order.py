@@ -37,7 +37,7 @@ def execution_order(program: Program, *, columns: Columns | None = None) -> list
 def check_semaphore_ids(program: Program, cols: Columns) -> None:
     """Every semaphore an instruction waits on, signals or sets must be declared."""
     nsem = len(program.semaphores)
-    bad = []
+    bad: list[int] = []
     for ptr, ids in ((cols.wait_ptr, cols.wait_sem), (cols.sig_ptr, cols.sig_sem)):
         hit = np.flatnonzero((ids < 0) | (ids >= nsem))
         if len(hit):
@@ -45,8 +45,8 @@ def check_semaphore_ids(program: Program, cols: Columns) -> None:
     if bad:
         i = min(bad)
         ins = program.instructions[i]
-        ids = [s for s, _ in (*ins.waits, *ins.signals)] + ([ins.sem] if isinstance(ins, SemaphoreSet) else [])
-        sid = next(s for s in ids if not 0 <= s < nsem)
+        used = [s for s, _ in (*ins.waits, *ins.signals)] + ([ins.sem] if isinstance(ins, SemaphoreSet) else [])
+        sid = next(s for s in used if not 0 <= s < nsem)
         raise ProgramError(f"{program.label(i)}: semaphore {sid} is not declared (program has {nsem})")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .columns import ShapeIndex, gc_paused
 from .dtypes import DType
-from .instructions import Dma, DmaGather, DmaScatter, Engine, Instruction
+from .instructions import DmaInstruction, Instruction
 
 _setattr = object.__setattr__  # instructions are frozen: add() is where one is completed
 # "scalar": a runtime scalar, shape (1,), whose value the runtime writes at submit (compiler.scalars)
@@ -153,8 +153,8 @@ class Program:
     # --- views ---------------------------------------------------------------------------------------
     def stream_of(self, instr: Instruction) -> str:
         """Stream key: the engine name, or ``q<N>`` for DMA queue N."""
-        if instr.ENGINE is Engine.DMA:
-            return f"q{instr.queue}"  # type: ignore[attr-defined]
+        if isinstance(instr, DmaInstruction):
+            return f"q{instr.queue}"
         return instr.engine.value
 
     def streams(self) -> dict[str, list[int]]:
@@ -173,9 +173,6 @@ class Program:
 
     def tensors_of_kind(self, kind: str) -> list[int]:
         return [i for i, t in enumerate(self.tensors) if t.kind == kind]
-
-    def is_dma(self, instr: Instruction) -> bool:
-        return isinstance(instr, (Dma, DmaGather, DmaScatter))
 
     def label(self, index: int) -> str:
         """``<ENGINE>:<OPCODE>#<index>`` with its framework op: how errors name an instruction."""

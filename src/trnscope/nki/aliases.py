@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 
-def _module(name: str, doc: str, **attrs) -> types.ModuleType:
+def _module(name: str, doc: str, **attrs) -> Any:  # a module whose names are set at run time
     m = types.ModuleType(name, doc)
     m.__dict__.update(attrs)
     return m
@@ -31,7 +32,8 @@ def install(force: bool = True) -> None:
                           __getattr__=_collective)
     compiler = _module("nki.compiler", "nki.compiler (trnscope: configuration objects accepted and ignored)",
                        CompileConfig=_Config, SpecializationConfig=_Config)
-    nki.typing, nki.collectives, nki.compiler = typing_mod, collectives, compiler
+    nki_any: Any = nki
+    nki_any.typing, nki_any.collectives, nki_any.compiler = typing_mod, collectives, compiler
     put("nki", nki)
     put("nki.language", language)
     put("nki.isa", isa)

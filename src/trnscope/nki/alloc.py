@@ -126,7 +126,7 @@ def place(storages: list[Storage], n_ops: int, spec, sbuf_align: int, where) -> 
         ring._take(lo, hi, st)
         out.offset[st.id] = lo
         out.size[st.id] = hi - lo
-    events = [None] * n_ops
+    events: list[tuple | None] = [None] * n_ops
     for i in range(n_ops):
         allocated = alloc_at.get(i, ())
         for st in allocated:

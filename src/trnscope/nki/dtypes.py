@@ -12,6 +12,8 @@ from .errors import NkiUnsupportedError
 class NkiDType(str):
     """One NKI dtype. ``itemsize`` in bytes; ``device`` the ISA dtype (None: no device equivalent)."""
 
+    itemsize: int  # set on each of DTYPES (a plain attribute: read on every access pattern)
+
     def __eq__(self, other) -> bool:
         if isinstance(other, str):
             return str.__eq__(self, _ALIASES.get(other, other))

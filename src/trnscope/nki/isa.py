@@ -13,9 +13,8 @@ import enum
 import functools
 from math import prod
 
-from ..isa import Act, Alu
+from ..isa import BITVEC_ALU, Act, Alu
 from . import trace as _trace
-from .dtypes import as_nki_dtype
 from .errors import NkiLegacyError, NkiUnsupportedError, NkiValidationError
 from .ops import NkiOperator
 from .tensor import PSUM, SBUF, NkiTensor
@@ -573,6 +572,26 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
 
 
 @_api
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+    """(data <op0> operand0) <op1> operand1 in one VectorE instruction: operand0 a scalar or a
+    (P, 1) vector, operand1 a tile of data's shape (SCALAR_TENSOR_TENSOR)."""
+    tr = _trace.current()
+    dst, data, other = _on_chip(dst, "dst"), _on_chip(data, "data"), _on_chip(operand1, "operand1")
+    _same_layout(dst, data, "dst", "data")
+    _same_layout(dst, other, "dst", "operand1")
+    _pmax(dst, "dst")
+    if data.buffer == PSUM and other.buffer == PSUM:
+        raise tr.error(NkiValidationError, "scalar_tensor_tensor: data and operand1 cannot both be in PSUM")
+    a0, a1 = _alu(op0, "op0"), _alu(op1, "op1")
+    if a0 in BITVEC_ALU or a1 in BITVEC_ALU:
+        raise tr.error(NkiValidationError, "scalar_tensor_tensor takes arithmetic operators only (no bitvec ops)")
+    s0 = _scalar_operand(operand0, data, "operand0")
+    reads = [data, other] + ([s0] if isinstance(s0, NkiTensor) else [])
+    return _record("scalar_tensor_tensor", reads, [dst], dst=dst, data=data, other=other, alu0=a0, s0=s0,
+                   rev0=bool(reverse0), alu1=a1, rev1=bool(reverse1))
+
+
+@_api
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     tr = _trace.current()
     dst, data = _on_chip(dst, "dst"), _on_chip(data, "data")
@@ -712,7 +731,6 @@ for _name, _why in {
     "nc_matmul_mx": "MX matmul is a NeuronCore-v4 (trn3) instruction",
     "activate2": "activate2 is a NeuronCore-v4 (trn3) instruction",
     "quantize_mx": "quantize_mx is a NeuronCore-v4 (trn3) instruction",
-    "scalar_tensor_tensor": "use tensor_scalar followed by tensor_tensor",
     "tensor_scalar_reduce": "use tensor_scalar followed by tensor_reduce",
     "tensor_scalar_cumulative": "use tensor_tensor_scan",
     "range_select": _NO_MODEL, "select_reduce": _NO_MODEL, "sequence_bounds": _NO_MODEL,

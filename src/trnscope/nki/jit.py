@@ -21,17 +21,21 @@ import itertools
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ..hw import get_spec, resolve
+from ..hw import HardwareSpec, get_spec, resolve
 from ..isa import Program
-from .errors import NkiError, NkiUnsupportedError, NkiValidationError
-from .dtypes import NkiDType, as_nki_dtype
+from .errors import NkiUnsupportedError, NkiValidationError
+from .dtypes import as_nki_dtype
 from .lower import NkiEmitter, check, lower_into
 from .tensor import REGIONS, SHARED_HBM, NkiTensor, Storage
 from .trace import Tracer, natural_strides
+
+if TYPE_CHECKING:
+    from .report import RunReport
 
 TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
 LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
@@ -91,12 +95,12 @@ def _arg_key(x):
 class Traced:
     """A kernel specialised for one argument signature: its Program and how arguments map onto it."""
     name: str
-    spec: object
+    spec: HardwareSpec
     program: Program
     tracer: Tracer
     inputs: list            # (argument key (position or name), Storage, Program tensor index)
     outputs: list           # (Storage, Program tensor index)
-    structure: object       # how outputs nest in the return value: None, int (single), tuple of ints
+    structure: int | tuple[int, ...] | None  # how outputs nest in the return value: None, int (single), tuple of ints
     mutated: list           # (argument key, Storage, tensor index) written by the kernel
     source: list            # source-location index per instruction
     trace_ns: int = 0
@@ -137,7 +141,8 @@ def _tensor_args(fn, args, kwargs):
 
 
 def _substitute(bound, views: dict):
-    args, kwargs = [], {}
+    args: list = []
+    kwargs: dict = {}
     sig = bound.signature
     for name, value in bound.arguments.items():
         p = sig.parameters[name]
@@ -153,7 +158,7 @@ def _substitute(bound, views: dict):
 
 
 def trace(fn, args, kwargs, spec, grid=(1,), name: str | None = None, arg_views=None,
-          uninitialized: str | None = None, legacy: bool = False) -> tuple[Tracer, dict, list, object]:
+          uninitialized: str | None = None, legacy: bool = False) -> tuple[Tracer, dict, list, int | tuple[int, ...] | None]:
     """Run ``fn`` once per program of the launch grid under a Tracer. Returns (tracer, input views by
     argument key, output storages, return structure)."""
     name = name or fn.__name__
@@ -186,7 +191,8 @@ def trace(fn, args, kwargs, spec, grid=(1,), name: str | None = None, arg_views=
     return tr, views, outs, structure
 
 
-def _outputs(tr: Tracer, result):
+def _outputs(tr: Tracer, result) -> tuple[list, int | tuple[int, ...] | None]:
+    structure: int | tuple[int, ...]
     if result is None:
         return [], None
     if isinstance(result, NkiTensor):
@@ -248,7 +254,7 @@ def build(fn, args, kwargs, spec, grid=(1,), name: str | None = None, uninitiali
         source = lower_into(tr, prog, em, index)
     prog.meta["nki"] = source_meta(tr, source)
     check(prog, spec, tr, 0, source)
-    prog.neff_id  # hashing the NEFF is part of compiling it
+    _ = prog.neff_id  # hashing the NEFF is part of compiling it
     t2 = time.perf_counter_ns()
     return Traced(tr.kernel_name, spec, prog, tr, inputs, outputs, structure, mutated, source, t1 - t0, t2 - t1)
 
@@ -270,9 +276,7 @@ class Kernel:
     launches an SPMD grid (``[lnc]`` in NKI 0.6: the LNC degree, which must be 1 here)."""
 
     def __init__(self, fn, grid=None, options: dict | None = None, legacy: bool = False) -> None:
-        if isinstance(fn, Kernel):
-            fn = fn.fn
-        self.fn = fn
+        self.fn: Callable = fn.fn if isinstance(fn, Kernel) else fn
         self.__name__ = getattr(fn, "__name__", "kernel")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -280,7 +284,7 @@ class Kernel:
         self.options = dict(options or {})
         self.legacy = legacy
         self._cache: dict = {}
-        self.last_run = None
+        self.last_run: RunReport | None = None
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"

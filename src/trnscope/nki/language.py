@@ -19,10 +19,10 @@ import numpy as _np
 from ..isa import Act, Alu
 from . import isa as _isa
 from . import trace as _trace
-from .dtypes import DTYPES, NkiDType, as_nki_dtype
+from .dtypes import DTYPES, as_nki_dtype
 from .errors import NkiLegacyError, NkiUnsupportedError, NkiValidationError
 from .ops import NkiOperator, operator
-from .tensor import (ON_CHIP, PRIVATE_HBM, PSUM, REGIONS, SBUF, SHARED_HBM, DynamicSlice, MemoryRegion, NkiTensor,
+from .tensor import (ON_CHIP, PRIVATE_HBM, PSUM, REGIONS, SBUF, SHARED_HBM, DynamicSlice, NkiTensor,
                      Storage, region)
 
 # --- dtypes and memory regions ------------------------------------------------------------------------------

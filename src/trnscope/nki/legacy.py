@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins as _b
 import types
+from typing import Any
 from math import prod
 
 from . import isa as _isa06
@@ -370,7 +371,9 @@ def _isa_tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=N
                        mask=None, **kwargs):
     data = _operand(data, None)
     out = _nl06.ndarray(data.shape, dtype or data.dtype, _nl06.sbuf)
-    r = (lambda v: _restrict(v, mask) if isinstance(v, NkiTensor) else v)
+    def r(v):
+        return _restrict(v, mask) if isinstance(v, NkiTensor) else v
+
     _isa06.tensor_scalar(_restrict(out, mask), _restrict(data, mask), op0, r(operand0), reverse0, op1, r(operand1),
                          reverse1)
     return out
@@ -441,8 +444,8 @@ def _simulate_kernel(kernel, *args, **kwargs):
 
 # --- the modules ------------------------------------------------------------------------------------------------
 
-def _build_language() -> types.ModuleType:
-    m = types.ModuleType("neuronxcc.nki.language", "NKI 0.1 language (trnscope compatibility layer)")
+def _build_language() -> Any:  # a module whose names are set here
+    m: Any = types.ModuleType("neuronxcc.nki.language", "NKI 0.1 language (trnscope compatibility layer)")
     for name in ("bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32", "bfloat16",
                  "tfloat32", "float8_e4m3", "float8_e5m2", "sbuf", "psum", "hbm", "private_hbm", "shared_hbm",
                  "tile_size", "affine_range", "sequential_range", "static_range", "program_id", "num_programs",
@@ -473,8 +476,8 @@ def _build_language() -> types.ModuleType:
     return m
 
 
-def _build_isa() -> types.ModuleType:
-    m = types.ModuleType("neuronxcc.nki.isa", "NKI 0.1 ISA: calls return tiles (trnscope compatibility layer)")
+def _build_isa() -> Any:
+    m: Any = types.ModuleType("neuronxcc.nki.isa", "NKI 0.1 ISA: calls return tiles (trnscope compatibility layer)")
     for name in ("engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version", "tensor_engine",
                  "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine"):
         setattr(m, name, getattr(_isa06, name))
@@ -512,7 +515,7 @@ language = _build_language()
 isa = _build_isa()
 _guard(language)
 _guard(isa)
-nki_module = types.ModuleType("neuronxcc.nki", "NKI 0.1 (trnscope compatibility layer)")
+nki_module: Any = types.ModuleType("neuronxcc.nki", "NKI 0.1 (trnscope compatibility layer)")
 nki_module.__path__ = []
 nki_module.language, nki_module.isa = language, isa
 nki_module.jit = _legacy_jit

@@ -18,7 +18,6 @@ GpSimd for iota/affine_select/partition reduce), as NKI defaults them.
 from __future__ import annotations
 
 import re
-from math import prod
 
 import numpy as np
 
@@ -26,8 +25,8 @@ from ..compiler.builder import KernelBuilder
 from ..hw import HardwareSpec
 from ..isa import (
     AP, Activation, AffineSelect, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Engine, Iota, LoadStationary, Memset,
-    MultiplyMoving, PartitionReduce, Program, ProgramError, Select, Space, TensorCopy, TensorReduce, TensorScalar,
-    TensorScan, TensorTensor, TensorTranspose, validate,
+    MultiplyMoving, PartitionReduce, Program, ProgramError, ScalarTensorTensor, Select, Space, TensorCopy, TensorReduce,
+    TensorScalar, TensorScan, TensorTensor, TensorTranspose, validate,
 )
 from .alloc import place
 from .errors import NkiUnsupportedError, NkiValidationError
@@ -495,6 +494,15 @@ class Lowering:
         s1 = self._scalar(a["s1"], reads) if a["s1"] is not None else None
         return self._emit(TensorScalar(inp=s, out=d, alu0=a["alu0"], scalar0=s0, alu1=a["alu1"], scalar1=s1,
                                        reverse0=a["rev0"], reverse1=a["rev1"]), reads, [(dst, d)], after)
+
+    def _op_scalar_tensor_tensor(self, op, after):
+        a = op.args
+        data, other, dst = a["data"], a["other"], a["dst"]
+        s, o, d = self.ap(data), self.ap(other), self.ap(dst)
+        reads = [(data, s), (other, o)]
+        s0 = self._scalar(a["s0"], reads)
+        return self._emit(ScalarTensorTensor(inp=s, scalar0=s0, in1=o, out=d, alu0=a["alu0"], alu1=a["alu1"],
+                                             reverse0=a["rev0"], reverse1=a["rev1"]), reads, [(dst, d)], after)
 
     def _op_tensor_reduce(self, op, after):
         a = op.args

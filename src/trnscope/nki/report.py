@@ -85,7 +85,7 @@ class RunReport:
         for i in np.unique(src):
             mask = src == i
             f, line, fn = locs[int(i)]
-            per = {}
+            per: dict = {}
             for s in np.unique(stream[mask]):
                 sel = mask & (stream == s)
                 per[names[s] if s < len(names) else "dma"] = per.get(names[s] if s < len(names) else "dma", 0.0) \
@@ -125,7 +125,7 @@ class RunReport:
         from ..profiling.whole_run import profile_whole_run
 
         with _instance(self.traced.spec):
-            with profile_whole_run(directory) as prof:
+            with profile_whole_run(directory):
                 import torch
 
                 with torch.profiler.record_function(f"nki::{self.name}"):

@@ -23,8 +23,8 @@ def _structured(traced: Traced, values: list):
     s = traced.structure
     if s is None:
         return None
-    if s == 0:
-        return values[0]
+    if isinstance(s, int):  # a single output
+        return values[s]
     return tuple(values[i] for i in s)
 
 
@@ -52,6 +52,7 @@ def run_kernel(kernel: Kernel, args: tuple, kwargs: dict, simulate_only: bool):
         traced = kernel.specialize(*args, **kwargs) if not is_torch or not _fake_call(tensors) else None
     if is_torch:
         return _run_torch(kernel, args, kwargs, tensors, simulate_only, traced)
+    assert traced is not None  # specialised above: no torch arguments
     values = {key: v for key, _, v in tensors}
     inputs = [np.asarray(values[key]) for key, _, _ in traced.inputs]
     box: dict = {}
@@ -184,8 +185,6 @@ def _run_neuron(kernel: Kernel, traced: Traced, values: dict, device, simulate_o
         args = {key: (values[key] if values[key].is_contiguous() else values[key].contiguous())
                 for key, _, _ in traced.inputs}
         outs = [torch.empty(st.shape, dtype=torch_dtype(st.dtype), device=device) for st, _ in traced.outputs]
-    box: dict = {}
-
     def compute():
         inputs = [host_view(args[key]) for key, _, _ in traced.inputs]
         o, m = interpret(traced, inputs)

@@ -14,9 +14,13 @@ from __future__ import annotations
 import builtins
 import itertools
 from math import prod
+from typing import TYPE_CHECKING
 
 from .dtypes import NkiDType, as_nki_dtype
 from .errors import NkiLegacyError, NkiUnsupportedError, NkiValidationError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SBUF, PSUM, PRIVATE_HBM, SHARED_HBM = "sbuf", "psum", "private_hbm", "shared_hbm"
 ON_CHIP = (SBUF, PSUM)
@@ -80,9 +84,9 @@ class Storage:
         self.last = -1
         self.written_all = kind in ("input", "const")
         self.any_write = self.written_all
-        self.mask = None          # bytes written, materialised only when a partial write is read
+        self.mask: np.ndarray | None = None  # bytes written, materialised only when a partial write is read
         self.pending: list = []   # partial writes not yet applied to the mask
-        self.mm_mask = None       # PSUM bytes a matmul has written (accumulate=None inference)
+        self.mm_mask: list | None = None  # PSUM bytes a matmul has written (accumulate=None inference)
         self.arg_index = -1
         self.mutated = False      # an argument the kernel writes (returned to the caller updated)
         self.placed = None        # (byte offset, bytes per partition) once allocated
@@ -151,7 +155,7 @@ class NkiTensor:
         self.dtype = as_nki_dtype(dtype)
         self.strides = tuple(strides) if strides is not None else _contiguous_strides(self.shape)
         self.offset = offset
-        self.indirect_index = None   # vector_offset index tile (per-partition gather/scatter rows)
+        self.indirect_index: NkiTensor | None = None  # vector_offset index tile (per-partition gather/scatter rows)
         self.indirect_rows = 0
 
     @staticmethod

@@ -22,7 +22,7 @@ import threading
 from typing import Callable
 
 from .errors import NkiError
-from .jit import Kernel, _is_torch, _tensor_args
+from .jit import Kernel, _tensor_args
 
 _capture = threading.local()
 _wrapped_ids = itertools.count()
@@ -175,7 +175,7 @@ def link(ctx, fn: Callable, wrapped: bool = False) -> None:
     from ..nki.run import torch_dtype  # noqa: F401 - dtype table shared with the runtime path
 
     metas = [m for m in ctx.call.inputs]
-    stand_ins = []
+    stand_ins: list = []
     known: dict[int, tuple] = {}  # id(meta tensor) -> (HBM tensor index, TensorMeta)
     for m, idx in zip(metas, ctx.inputs):
         if m is None:
@@ -207,8 +207,7 @@ def _link_call(ctx, kernel: Kernel, args, kwargs, ret, known: dict, out_slots: d
     import torch
 
     from ..compiler.meta import TensorMeta
-    from ..compiler.opcall import device_dtype
-    from .jit import _substitute, source_meta, target_spec, trace
+    from .jit import source_meta, target_spec, trace
     from .lower import NkiEmitter, lower_into
     from .tensor import REGIONS, SHARED_HBM, NkiTensor, Storage
 
@@ -216,7 +215,6 @@ def _link_call(ctx, kernel: Kernel, args, kwargs, ret, known: dict, out_slots: d
     if target_spec().name != spec.name:
         raise GraphLinkError(f"kernel {kernel.__name__} targets {target_spec().name}; the graph is for {spec.name}")
     bound, tensors = _tensor_args(kernel.fn, args, kwargs)
-    views_by_key = {}
     binding: dict = {}
     for key, pname, t in tensors:
         slot = known.get(id(t)) or out_slots.get(id(t))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import types
 import warnings
 from math import prod
 
@@ -83,7 +84,7 @@ class Tracer:
     # --- source locations -----------------------------------------------------------------------------
     def location(self) -> int:
         """Index of the innermost kernel source line outside trnscope.nki (the user's call)."""
-        f = sys._getframe(1)
+        f: types.FrameType | None = sys._getframe(1)
         while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
             f = f.f_back
         if f is None:
@@ -297,6 +298,7 @@ def boxes_overlap(a, b) -> bool:
 def _mask_view(st: Storage, t: NkiTensor) -> np.ndarray:
     """The written-bytes mask of ``st`` seen through view ``t`` (bounds were checked by ``_bounds``)."""
     isz = t.dtype.itemsize
+    assert st.mask is not None  # made by the read check before any view of it
     return as_strided(st.mask[t.offset * isz:], (*t.shape, isz), (*(s * isz for s in t.strides), 1))
 
 

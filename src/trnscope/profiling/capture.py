@@ -383,11 +383,11 @@ def install() -> None:
     problems = check_other_internals()
     if problems:
         warnings.warn("trnscope.profiling: torch internals differ from what it was written for: "
-                      + "; ".join(problems), NeuronProfilerWarning)
+                      + "; ".join(problems), NeuronProfilerWarning, stacklevel=2)
 
 
 def installed() -> bool:
-    return bool(ORIGINALS) and getattr(Profile, "_start_trace") is _start_trace
+    return bool(ORIGINALS) and Profile._start_trace is _start_trace
 
 
 def active_window() -> "Window | None":

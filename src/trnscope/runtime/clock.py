@@ -35,10 +35,12 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+from typing import Literal
 import time
 
 from ..hosttime import ENV as HOST_TIME_ENV
-from ..hosttime import MODELLED, MODES, REAL
+from ..hosttime import MODELLED as MODELLED  # re-exported by trnscope.runtime
+from ..hosttime import MODES, REAL
 
 
 def mode_from_env(default: str = REAL) -> str:
@@ -220,7 +222,7 @@ class _Cut:
                 if c._rate[-1]:  # real time was counting: it stops here
                     c._append(real, c._emu[-1] + real - c._real[-1], 0, keep)
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         c = self._clock
         with c._lock:
             c._cut_depth -= 1

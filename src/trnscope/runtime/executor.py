@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 
-def _cost(ns: int, note: str, applies: str = "both") -> int:
+def _cost(ns: float, note: str, applies: str = "both") -> Any:
+    """A field with its default and why (a dataclass field, typed as its value)."""
     return field(default=ns, metadata={"note": note, "applies": applies})
 
 

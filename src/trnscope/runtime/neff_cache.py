@@ -337,7 +337,7 @@ def _timeline_to_bytes(tl) -> bytes | None:
     except TypeError:
         return None
     buf = io.BytesIO()
-    np.savez(buf, __meta__=np.frombuffer(meta, np.uint8), **arrays)
+    np.savez(buf, __meta__=np.frombuffer(meta, np.uint8), **arrays)  # type: ignore[arg-type]  # arrays by name
     return buf.getvalue()
 
 

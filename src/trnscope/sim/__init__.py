@@ -1,7 +1,10 @@
-"""The performance model: Program + hardware spec -> device timeline and summary."""
+"""The performance model: Program + hardware spec -> device timeline and summary.
 
-from .cost import compute_cycles, dma_shape
+Each instruction's cost form is its class's (``isa.instructions``: ``cycles``, ``transfer``, ``flops``);
+the simulator adds the dependency overheads and runs the event-driven model (``core``).
+"""
+
 from .simulate import clear_cache, simulate
 from .timeline import DeviceTimeline, union_length
 
-__all__ = ["DeviceTimeline", "clear_cache", "compute_cycles", "dma_shape", "simulate", "union_length"]
+__all__ = ["DeviceTimeline", "clear_cache", "simulate", "union_length"]

@@ -1,6 +1,8 @@
 """Flatten a Program into the arrays the event-driven core runs on.
 
-Costs are functions of an instruction's form (its fields other than its waits, with each access
+Each instruction's cost form is its class's (``cycles`` for compute engines, ``transfer`` for DMA,
+``flops``, ``onchip_bytes``, ``SIM_KIND``: isa.instructions); this module adds the dependency
+overheads (hardware.md 3.3) and lays the results out as columns. Costs are functions of an instruction's form (its fields other than its waits, with each access
 pattern's placement set aside: see ``isa.columns``), so they are computed once per form and broadcast
 to the instructions with NumPy; no Python code runs per instruction. ``encode_reference`` computes every instruction's row on its own, the
 straightforward way the tests hold the fast encoding to.
@@ -13,11 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw import HardwareSpec
-from ..isa import (
-    Dma, DmaGather, DmaScatter, Engine, LoadStationary, MultiplyMoving, Program, SemaphoreSet, TensorTranspose,
-)
+from ..isa import DmaInstruction, Engine, Instruction, Program, SemaphoreSet
 from ..isa.columns import STREAM_ENGINES, Columns, program_columns
-from .cost import compute_cycles, dma_shape, flops, is_short, onchip_bytes
 
 ENGINE_STREAMS = tuple(e.value for e in STREAM_ENGINES)
 KIND_COMPUTE, KIND_LS, KIND_MM, KIND_DMA, KIND_PE = 0, 1, 2, 3, 4
@@ -131,27 +130,28 @@ _COLUMNS = ("stream", "kind", "base_ns", "dep_ns", "dma_desc", "dma_desc_ns", "d
 _STREAM_INDEX = {e: i for i, e in enumerate(ENGINE_STREAMS)}
 
 
-def _row(ins, spec: HardwareSpec) -> tuple:
+_KIND_CODE = {"compute": KIND_COMPUTE, "load_weights": KIND_LS, "matmul": KIND_MM, "transpose": KIND_PE,
+              "dma": KIND_DMA}
+
+
+def _row(ins: Instruction, spec: HardwareSpec) -> tuple:
     """The encoded columns of one instruction (memoised per distinct instruction shape)."""
-    if isinstance(ins, (Dma, DmaGather, DmaScatter)):
-        shape = dma_shape(ins, spec)
+    if isinstance(ins, DmaInstruction):
+        shape = ins.transfer(spec)
         desc_ns = max(shape.descriptor_bytes, spec.dma_descriptor_knee_bytes) / shape.rate_bytes_per_ns
         return (len(ENGINE_STREAMS) + ins.queue, KIND_DMA, 0.0, 0.0, shape.descriptors, desc_ns, shape.fixed_ns,
                 0.0, 0.0, shape.hbm_read, shape.hbm_write, shape.sbuf_read, shape.sbuf_write, 0, 0)
     engine = ins.engine.value
-    kind = KIND_COMPUTE
-    if isinstance(ins, LoadStationary):
-        kind = KIND_LS
-    elif isinstance(ins, MultiplyMoving):
-        kind = KIND_MM
-    elif isinstance(ins, TensorTranspose):
-        kind = KIND_PE
-    cyc = compute_cycles(ins, spec)
+    kind = _KIND_CODE[ins.SIM_KIND]
+    cyc = ins.cycles(spec)
     ns_per_cycle = 1e9 / spec.clock_hz(engine)
     overhead = spec.dependent_overhead_cycles
-    short = is_short(ins)
+    # N << 128: the static instruction overhead is not hidden (S1); TensorE's weight loads and
+    # matmuls are pipelined (their cost is an initiation interval)
+    inp = ins.main_input()
+    short = inp is not None and inp.free_size < 128 and kind not in (KIND_LS, KIND_MM)
     base = (cyc + (overhead if short else 0)) * ns_per_cycle
     dep = 0.0 if short or ins.ENGINE is Engine.TENSOR else overhead * ns_per_cycle
-    fm, fh = flops(ins)
-    sr, sw, pr, pw = onchip_bytes(ins)
+    fm, fh = ins.flops()
+    sr, sw, pr, pw = ins.onchip_bytes()
     return (_STREAM_INDEX[engine], kind, base, dep, 0, 0.0, 0.0, fm, fh, 0, 0, sr, sw, pr, pw)

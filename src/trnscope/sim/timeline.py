@@ -74,7 +74,7 @@ class DeviceTimeline:
                 "pcore_idx": int(enc.pcore[i]),
                 "timeline_track": self.track(i),
                 "opcode": ins.OPCODE,
-                "operands": " ".join(ap.describe() for ap in (*ins.reads(), *ins.writes())),
+                "operands": ins.describe_operands(),
                 "framework_op": prog.ops[ins.op] if 0 <= ins.op < len(prog.ops) else "",
                 "evt_wait_time_ns": float(self.wait_ns[i]),
                 "hbm_read_bytes": int(enc.hbm_read[i]),

@@ -10,6 +10,7 @@ row keeps only where its text starts and how long it is. Reading one row decompr
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from operator import itemgetter
@@ -21,8 +22,24 @@ import zstandard
 
 # Level-1 zstd frames (the same bytes pyarrow's zstd codec writes, so saved traces read either way).
 # Not pyarrow's codec: importing pyarrow costs 30 MB and 40 ms that loading a JSON trace does not need.
-_COMPRESSOR = zstandard.ZstdCompressor(level=1)
-_DECOMPRESSOR = zstandard.ZstdDecompressor()
+# One compressor and decompressor per thread: zstandard's may not be used by two threads at once (the
+# explorer loads traces on several; a shared one failed with "cannot compress: Error (generic)").
+_ZSTD = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    c = getattr(_ZSTD, "compressor", None)
+    if c is None:
+        c = _ZSTD.compressor = zstandard.ZstdCompressor(level=1)
+    return c
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_ZSTD, "decompressor", None)
+    if d is None:
+        d = _ZSTD.decompressor = zstandard.ZstdDecompressor()
+    return d
+
 _CACHED_BLOCKS = 8
 
 
@@ -127,7 +144,7 @@ class ArgsColumn:
 
     def _decompress(self, block: int) -> bytes:
         size = int(self.block_starts[block + 1] - self.block_starts[block])
-        return _DECOMPRESSOR.decompress(self.blocks[block], max_output_size=size)
+        return _decompressor().decompress(self.blocks[block], max_output_size=size)
 
 
 class JoinedJSON(NamedTuple):
@@ -200,7 +217,7 @@ class ArgsBuilder:
         self._starts.append(offset + starts)
         self._lengths.append(lengths.astype(np.int32))
         if text:
-            self._blocks.append(_COMPRESSOR.compress(text))
+            self._blocks.append(_compressor().compress(text))
             self._block_starts.append(offset + len(text))
 
     def finish(self) -> ArgsColumn:

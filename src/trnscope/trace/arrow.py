@@ -9,6 +9,8 @@ Parquet files (saved traces, the trace cache, NTFF tables) do. ``pa`` and ``pq``
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 
 class _Lazy:
@@ -16,7 +18,7 @@ class _Lazy:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._module = None
+        self._module: ModuleType | None = None
 
     def __getattr__(self, attr: str):
         module = self._module
@@ -25,5 +27,9 @@ class _Lazy:
         return getattr(module, attr)
 
 
-pa = _Lazy("pyarrow")
-pq = _Lazy("pyarrow.parquet")
+if TYPE_CHECKING:  # for the type checker, the modules themselves
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+else:
+    pa = _Lazy("pyarrow")
+    pq = _Lazy("pyarrow.parquet")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import orjson
@@ -33,8 +34,8 @@ class ProcessInfo:
 
 @dataclass(slots=True)
 class TrackInfo:
-    pid: object
-    tid: object
+    pid: Any  # as the trace wrote it (an int or a string: _check_track_key)
+    tid: Any
     counter: bool = False
     name: str = ""
     sort_index: int | None = None
@@ -174,7 +175,7 @@ class TraceBuilder:
         """An int64 for a flow id: numbers as written, "0x1f"-style strings parsed, other strings
         a negative number unique to the string."""
         try:
-            return int(value, 0) if isinstance(value, str) else int(value)  # type: ignore[arg-type]
+            return int(value, 0) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
         except (TypeError, ValueError):
             return -1 - self.strings.intern(str(value))
 

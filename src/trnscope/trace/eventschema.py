@@ -44,7 +44,7 @@ class Event(msgspec.Struct, gc=False):
 _DECODER = msgspec.json.Decoder(list[Event])
 
 
-def decode_events(document: bytes | bytearray | memoryview) -> list:
+def decode_events(document: bytes | bytearray) -> list:
     """The events of a JSON array: :class:`Event` objects, or dicts for a piece that does not fit
     the schema. Malformed JSON raises ``orjson.JSONDecodeError`` (with orjson's position and
     message, which the chunker relies on)."""

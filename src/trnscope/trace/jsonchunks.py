@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from os import PathLike
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Union
 
 import orjson
 
@@ -60,11 +60,14 @@ class NeedsWholeParse(Exception):
     """The document's shape is unusual; read it with ``ChromeSource.parse_whole()`` instead."""
 
 
+# what a trace is read from: a file, a GzipFile over one, a BytesIO
+_Binary = Union[IO[bytes], io.BufferedIOBase]
+
 class ChromeSource:
     """A trace file (or bytes) that can be read more than once: streamed for speed, or whole when
     its shape calls for it. :attr:`metadata` is complete after :meth:`chunks` has finished."""
 
-    def __init__(self, open_binary: Callable[[], BinaryIO], source: str) -> None:
+    def __init__(self, open_binary: Callable[[], _Binary], source: str) -> None:
         self._open_binary = open_binary
         self.source = source
         self.metadata: dict = {}
@@ -200,10 +203,11 @@ class _Pieces:
         self.bare = bare
         self.end = -1
 
-    def read(self, pos: int) -> Iterator[list]:
+    def read(self, start: int) -> Iterator[list]:
         window = self.window
+        after = start
         while True:
-            pos = window.skip_whitespace(pos)
+            pos = window.skip_whitespace(after)
             if pos is None:
                 if self.bare:  # Chrome's JSON Array Format may end without ']'
                     self.end = window.size()
@@ -242,7 +246,7 @@ class _Pieces:
             if boundary is None:
                 yield from self._last_piece(pos)
                 return
-            pos = window.discard_before(boundary.end() - 1)
+            after = window.discard_before(boundary.end() - 1)
 
     def _boundary(self, pos: int, at: int) -> re.Match | None:
         """The next possible cut at or after ``at``; None at the end of the stream. Raises
@@ -263,7 +267,10 @@ class _Pieces:
             end = len(piece)
         except orjson.JSONDecodeError as exc:
             if exc.msg == _AFTER_DOCUMENT:
-                end = _array_end(piece)
+                found = _array_end(piece)
+                if found is None:
+                    raise self._error(exc.msg, pos, _BROKEN_HINT) from None
+                end = found
             elif self.bare and exc.msg.startswith("unexpected end"):
                 # Chrome's JSON Array Format may end without ']' (a writer that was still running).
                 yield self._elements(piece.rstrip(_WHITESPACE).rstrip(b",") + b"]")
@@ -276,10 +283,10 @@ class _Pieces:
         yield self._elements(piece[:end])
         self.end = pos + end
 
-    def _text(self, piece: bytes) -> bytes:
+    def _text(self, piece: bytes | bytearray) -> bytes | bytearray:
         return self.transform(piece) if self.transform else piece
 
-    def _elements(self, elements_and_bracket: bytes) -> list:
+    def _elements(self, elements_and_bracket: bytes | bytearray) -> list:
         document = b"".join((b"[", self._text(elements_and_bracket)))
         try:
             return decode_events(document)
@@ -295,7 +302,7 @@ class _Pieces:
 class _Window:
     """The part of a stream pulled into memory and not yet consumed, and where it sits."""
 
-    def __init__(self, stream: BinaryIO, source: str) -> None:
+    def __init__(self, stream: _Binary, source: str) -> None:
         self.stream = stream
         self.source = source
         # A bytearray grows in place and drops a consumed prefix with one memmove; rebuilding a
@@ -362,7 +369,7 @@ class _Window:
 
 
 
-def _read(stream: BinaryIO, size: int, source: str) -> bytes:
+def _read(stream: _Binary, size: int, source: str) -> bytes:
     try:
         return stream.read(size)
     except EOFError as exc:
@@ -375,7 +382,7 @@ def _read(stream: BinaryIO, size: int, source: str) -> bytes:
         ) from None
 
 
-def _array_end(elements: bytes) -> int | None:
+def _array_end(elements: bytes | bytearray) -> int | None:
     """If ``elements`` holds the rest of an array and then more text, the offset just past the
     array's ']'; None if it does not."""
     document = b"".join((b"[", elements))
@@ -407,7 +414,7 @@ def _byte_offset(document: bytes, char_offset: int) -> int:
     return len(document.decode("utf-8", "replace")[:char_offset].encode("utf-8", "replace"))
 
 
-def _top_level_keys(header: bytes, trailer: bytes) -> dict:
+def _top_level_keys(header: bytes | bytearray, trailer: bytes | bytearray) -> dict:
     try:
         document = orjson.loads(b"".join((header, b"[]", trailer)))
     except orjson.JSONDecodeError:

@@ -167,9 +167,22 @@ def _string_ids(events, field: attrgetter, b: TraceBuilder) -> np.ndarray:
 
 
 def _collect(events: list, b: TraceBuilder, exact_ts: bool, exact_dur: bool) -> None:
-    x_ts, x_dur, x_track, x_name, x_cat, x_args = [], [], [], [], [], []
-    i_ts, i_track, i_name, i_cat, i_scope, i_args = [], [], [], [], [], []
-    c_ts, c_track, c_series, c_value = [], [], [], []
+    x_ts: list = []
+    x_dur: list = []
+    x_track: list = []
+    x_name: list = []
+    x_cat: list = []
+    x_args: list = []
+    i_ts: list = []
+    i_track: list = []
+    i_name: list = []
+    i_cat: list = []
+    i_scope: list = []
+    i_args: list = []
+    c_ts: list = []
+    c_track: list = []
+    c_series: list = []
+    c_value: list = []
     f_ts, f_track, f_phase, f_id, f_name, f_cat, f_next = [], [], [], [], [], [], []
     be_ts, be_events = [], []
     tracks, track_for = b.track_keys, b.track_for
@@ -267,7 +280,7 @@ def _flow_ids(ids: list, b: TraceBuilder) -> np.ndarray:
         return np.array([b.flow_id_number(i) for i in ids], dtype=np.int64)
 
 
-def _checked_us_to_ns(values: list, durations: bool = False) -> np.ndarray:
+def _checked_us_to_ns(values: list | np.ndarray, durations: bool = False) -> np.ndarray:
     array = as_times(values)
     if float_us_loses_ns(array):
         raise NeedsExactTimestamps(durations)
@@ -294,7 +307,7 @@ def _metadata_event(event: dict, b: TraceBuilder) -> None:
 
 def _int_or_none(value: object) -> int | None:
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return None
 

@@ -42,19 +42,19 @@ class RangeArgMax:
         best = np.full(len(lo), -1, dtype=np.int64)
         active = np.arange(len(lo))
         while len(active):
-            l, h = lo[active], hi[active]
-            take_left = (l & 1) == 1
+            left, right = lo[active], hi[active]
+            take_left = (left & 1) == 1
             if take_left.any():
                 idx = active[take_left]
-                best[idx] = self._merge(best[idx], self.tree[l[take_left]])
-                l = l + take_left
-            take_right = (h & 1) == 1
+                best[idx] = self._merge(best[idx], self.tree[left[take_left]])
+                left = left + take_left
+            take_right = (right & 1) == 1
             if take_right.any():
                 idx = active[take_right]
-                best[idx] = self._merge(best[idx], self.tree[h[take_right] - 1])
-                h = h - take_right
-            lo[active], hi[active] = l >> 1, h >> 1
-            active = active[(l >> 1) < (h >> 1)]
+                best[idx] = self._merge(best[idx], self.tree[right[take_right] - 1])
+                right = right - take_right
+            lo[active], hi[active] = left >> 1, right >> 1
+            active = active[(left >> 1) < (right >> 1)]
         return best
 
     def _merge(self, current: np.ndarray, candidate: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ between a parent and its child that float rounding creates (HTA's ns-resolution 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class TimeOutOfRange(ValueError):
     """A time too large for int64 nanoseconds (see TIME_LIMIT_NS); the reader names the event."""
 
 
-def us_to_ns(values: list) -> np.ndarray:
+def us_to_ns(values: list | np.ndarray) -> np.ndarray:
     """int64 ns from a list of JSON numbers in microseconds (ints, floats or a mix)."""
     array = as_times(values)
     bad = _out_of_range(array, TIME_LIMIT_US)
@@ -73,7 +74,7 @@ def us_to_ns(values: list) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + np.rint((array - whole) * 1000).astype(np.int64)
 
 
-def float_us_loses_ns(values: list) -> bool:
+def float_us_loses_ns(values: list | np.ndarray) -> bool:
     """True when these parsed floats have fractional microseconds too large to be exact."""
     array = np.asarray(values)
     if array.dtype.kind != "f" or len(array) == 0:
@@ -120,7 +121,7 @@ def as_times(values: list | np.ndarray) -> np.ndarray:
     return array
 
 
-def _out_of_range(array: np.ndarray, limit: int) -> object:
+def _out_of_range(array: np.ndarray, limit: int) -> Any:
     """The first value with |value| >= limit (or NaN), or None."""
     bad = ~((array > -limit) & (array < limit))  # not abs(): abs(-2**63) is still negative in int64
     return array[np.flatnonzero(bad)[0]] if bad.any() else None

@@ -155,7 +155,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 past the tile's last query are hidden from every row, so they are never computed."""
                 return min(sb, q0 + lq - s0) if causal else sb
 
-            def scores_of(i: int) -> AP:
+            def scores_of(i: int, *, items=items, qt=qt, kt=kt) -> AP:
                 q0, lq, s0, sb = items[i]
                 se = seen(q0, lq, s0, sb)
                 sc_t = kb.psum_tile(lq, (sb,))
@@ -165,7 +165,8 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                                            accumulate=j > 0))
                 return sc_t
 
-            def block(i: int, scores: AP):
+            def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
+                      last_of=last_of, vt=vt):
                 """Emit work item i stage by stage; each ``yield`` lets the other lane emit its stage,
                 so every engine's program order alternates between two independent chains."""
                 nonlocal neg_big, turn
@@ -310,7 +311,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
 
             # lane k runs query tiles k, k + lanes, ... one block after the other; the lanes advance
             # stage by stage in turn, so two independent softmax chains share the engines
-            def lane(k: int):
+            def lane(k: int, *, items=items, lanes=lanes):
                 mine = [i for i, it in enumerate(items) if (it[0] // P) % lanes == k]
                 if not mine:
                     return

@@ -50,7 +50,7 @@ MOVING_MAX = 512
 PSUM_BANKS_PER_BLOCK = 4
 RESERVED = 16 * 1024  # bytes per partition left for bias rows and the kernels around a matmul
 MB_MAX_TILES = 16     # output block rows: up to 16 M tiles (2048 rows) share one B chunk
-# DMA transpose reaches 90% of copy throughput loading from HBM (S2; sim.cost.DMA_TRANSPOSE_EFFICIENCY)
+# DMA transpose reaches 90% of copy throughput loading from HBM (S2; isa.DMA_TRANSPOSE_EFFICIENCY)
 DMA_TRANSPOSE_LOAD = 0.9
 
 

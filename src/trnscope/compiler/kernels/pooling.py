@@ -89,7 +89,6 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
     plan = _rows(ctx.spec.partitions, nsp, x, out, *([idx_out] if idx_out is not None else []))
     qin, qout = queues(kb)
     xin_st = x.stride[-nsp:]
-    o_st = out.stride[-nsp:]
     in_flat = _dense(ins_)                     # flat input positions (max_pool's indices)
     pad_value = float("-inf") if kind == "max" else 0.0
     held: list[AP] = []
@@ -99,7 +98,7 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
             m0 = min(chunk, outs_[0] - o0)
             made: list[AP] = []
 
-            def tile(cols: int, dt=F32) -> AP:
+            def tile(cols: int, dt=F32, *, rows=rows, made=made) -> AP:
                 a = kb.tile(rows, (cols,), dt)
                 made.append(a)
                 return a
@@ -126,7 +125,7 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
             ost = _dense(osz)
             acc = tile(n_out)
 
-            def window(a: tuple[int, ...], base: AP = plane) -> AP:
+            def window(a: tuple[int, ...], base: AP = plane, *, est=est, osz=osz) -> AP:
                 off = sum(ai * dil[d] * est[d] for d, ai in enumerate(a))
                 return _views(base, off, [s[d] * est[d] for d in range(nsp)], osz)
 

@@ -115,12 +115,12 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
         rows = t.rows
         made: list[AP] = []
 
-        def tile(cols: int, dt=vdt) -> AP:
+        def tile(cols: int, dt=vdt, *, rows=rows) -> AP:
             a = kb.tile(rows, (cols,), dt)
-            made.append(a)
+            made.append(a)  # noqa: B023 - the current k chunk's list (``made`` is renewed per chunk)
             return a
 
-        def load_chunk(j0: int, w: int, tile=tile):
+        def load_chunk(j0: int, w: int, tile=tile, *, rows=rows, t=t):
             """Index (as FP32, wrapped) and source of index elements j0 .. j0+w-1 of every row."""
             raw = tile(w, idx_m.dtype)
             load(kb, qin[0], ctx.inputs[1], idx_m.dtype, t.offsets[0] + j0 * fst[0], t.pstrides[0], rows,
@@ -156,7 +156,7 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
             for ci, (j0, w) in enumerate(spans):
                 cur: list[AP] = []
 
-                def mask(cols: int, dt=F32) -> AP:   # a temporary of this j chunk
+                def mask(cols: int, dt=F32, *, rows=rows, cur=cur) -> AP:   # a temporary of this j chunk
                     a = kb.tile(rows, (cols,), dt)
                     cur.append(a)
                     return a

@@ -1,0 +1,98 @@
+"""GpSimdE: eight general-purpose SIMD cores, each serving 16 partitions (hardware.md 2.4): index
+generators, affine masks, cross-partition reductions, random numbers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from ..ap import AP
+from ..errors import ProgramError
+from .base import Alu, Engine, Instruction, Streamed, instruction
+
+if TYPE_CHECKING:
+    from ...hw import HardwareSpec
+
+__all__ = ["PARTITION_REDUCE_CYCLES_PER_ELEMENT", "RANDOM_DISTRIBUTIONS", "AffineSelect", "Iota",
+    "PartitionReduce", "Random"]
+
+RANDOM_DISTRIBUTIONS = ("uniform", "normal", "bernoulli", "exponential")
+# A GpSimd core serves 16 partitions with a 512-bit SIMD unit (S1): a cross-partition reduction
+# walks N elements on each core and then combines the 8 cores' partials, ~1.5 N cycles (derived).
+PARTITION_REDUCE_CYCLES_PER_ELEMENT = 1.5
+
+
+class _Generator(Instruction):
+    """GPSIMD_START + N cycles (S9: iota, affine_select)."""
+
+    __slots__ = ()
+
+    def formula(self, spec: HardwareSpec, s: Streamed) -> tuple[float, float]:
+        return spec.gpsimd_start_cycles + s.n, 1.0
+
+
+@instruction
+class Iota(_Generator):
+    """out[p, i...] = base + channel_multiplier * p + sum_j coef_j * i_j (coefs per free dim)."""
+    ENGINE: ClassVar[Engine] = Engine.GPSIMD
+    OPCODE: ClassVar[str] = "IOTA"
+    WRITES: ClassVar[tuple[str, ...]] = ('out',)
+    out: AP
+    base: int = 0
+    channel_multiplier: int = 0
+    coefs: tuple[int, ...] = ()
+
+
+@instruction
+class AffineSelect(_Generator):
+    """out = inp where (base + channel_multiplier*p + sum_j coef_j*i_j) <cmp> 0, else fill."""
+    ENGINE: ClassVar[Engine] = Engine.GPSIMD
+    OPCODE: ClassVar[str] = "AFFINE_SELECT"
+    READS: ClassVar[tuple[str, ...]] = ('inp',)
+    WRITES: ClassVar[tuple[str, ...]] = ('out',)
+    inp: AP
+    out: AP
+    cmp: Alu = Alu.IS_GE
+    base: int = 0
+    channel_multiplier: int = 0
+    coefs: tuple[int, ...] = ()
+    fill: float = 0.0
+
+
+@instruction
+class PartitionReduce(Instruction):
+    """Reduce across partitions: out[0, f] = <alu>_p inp[p, f] (tensor_partition_reduce)."""
+    ENGINE: ClassVar[Engine] = Engine.GPSIMD
+    OPCODE: ClassVar[str] = "PARTITION_REDUCE"
+    READS: ClassVar[tuple[str, ...]] = ('inp',)
+    WRITES: ClassVar[tuple[str, ...]] = ('out',)
+    alu: Alu
+    inp: AP
+    out: AP
+
+    def check(self, spec: HardwareSpec, stationary: AP | None) -> None:
+        if self.out.partitions != 1 or self.out.free_size != self.inp.free_size:
+            raise ProgramError(f"partition reduce of {self.inp.shape} writes [1, {self.inp.free_size}]")
+
+    def formula(self, spec: HardwareSpec, s: Streamed) -> tuple[float, float]:
+        return spec.gpsimd_start_cycles + PARTITION_REDUCE_CYCLES_PER_ELEMENT * s.n, 1.0
+
+
+@instruction
+class Random(_Generator):
+    """Fill ``out`` with random numbers (the NKI ``rng`` family) drawn from ``dist``:
+    uniform [a, b), normal (mean a, std b), bernoulli (p = a), exponential (rate a).
+
+    No published cost: a generator like iota, GPSIMD_START + N (derived)."""
+    ENGINE: ClassVar[Engine] = Engine.GPSIMD
+    OPCODE: ClassVar[str] = "RNG"
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+    out: AP
+    dist: str = "uniform"
+    a: float = 0.0
+    b: float = 1.0
+    seed: int = 0
+
+    def check(self, spec: HardwareSpec, stationary: AP | None) -> None:
+        if self.dist not in RANDOM_DISTRIBUTIONS or not self.out.dtype.is_float:
+            raise ProgramError(f"rng draws {', '.join(RANDOM_DISTRIBUTIONS)} into a float tile, got "
+                               f"{self.dist!r} into {self.out.dtype.value}")
