@@ -74,8 +74,11 @@ def check(fn, args, dtype, fewer_scratch=True):
 
 
 def _op_labels(compiled) -> set[str]:
+    """The ops the instructions came from (labels carry the source line: ``aten::mm (x.py:3)``)."""
+    from trnscope.sourceline import split_op_label
+
     prog = compiled.program
-    return {prog.ops[i.op] for i in prog.instructions if 0 <= i.op < len(prog.ops)}
+    return {split_op_label(prog.ops[i.op])[0] for i in prog.instructions if 0 <= i.op < len(prog.ops)}
 
 
 def _bytes(*shapes, dtype):

@@ -13,6 +13,7 @@ from .lanes import Role, activity_extent, lane_infos
 from .limiter import KernelLimit, kernel_limits
 from .memory import MemoryTimeline, memory_timeline
 from .roofline import Roofline, roofline
+from .source_lines import ExecutionLines, SourceLineTable, execution_lines, source_line_table
 from .steps import Step, step_overview
 from .ops import OpTable, op_table
 from .profile import NEURON, Profile
@@ -61,6 +62,18 @@ class ProfileAnalysis:
         """Per NEFF and per op: arithmetic intensity against attained FLOP/s under the target's
         roofs (Neuron profiles with NTFFs; reads the costliest NEFFs' instruction tables)."""
         return roofline(self.profile, self.device)
+
+    @cached_property
+    def execution_lines(self) -> ExecutionLines:
+        """Per device execution, the line of the user's code that caused it (no NTFF is read)."""
+        return execution_lines(self.profile.trace, self.ops)
+
+    @cached_property
+    def source_lines(self) -> SourceLineTable:
+        """Device time per line of the user's code (reads the costliest NEFFs' instruction tables
+        for the lines inside compiled graphs and NKI kernels)."""
+        neffs = sorted(self.device.neffs, key=lambda n: -n.device_time_ns) if self.device.source == "ntff" else []
+        return source_line_table(self.profile, self.ops, neffs, self.execution_lines)
 
     @cached_property
     def memory(self) -> MemoryTimeline:

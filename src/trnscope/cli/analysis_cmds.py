@@ -117,6 +117,7 @@ class SummaryCommand:
                 data["complete"] = a.profile.files.complete if a.profile.files is not None else True
                 data["ops"] = [vars(o) for o in a.ops.ops[: args.top]]
                 data["roofline"] = a.roofline.to_dict()
+                data["source_lines"] = a.source_lines.to_dict()
                 out.append(data)
             _write_json(out if searched else out[0])
             return 1 if failed else 0
@@ -175,6 +176,8 @@ def _print_summary(console: Console, name: str, a, top: int, wide: bool) -> None
         _print_steps(console, a, wide)
     if a.roofline.neffs:
         _print_roofline(console, a, top, wide)
+    if any(r.origin for r in a.source_lines.rows):
+        _print_source_lines(console, a, top, wide)
     if idle.largest:
         _print_gaps(console, a, wide)
     _print_recommendations(console, a)
@@ -267,6 +270,20 @@ def _print_roofline(console: Console, a, top: int, wide: bool) -> None:
                          percent(p.of_roof, 1) if p.of_roof is not None else "-",
                          f"{p.bytes_per_s / 1e9:.0f} GB/s ({percent(p.bandwidth_share, 0)})", p.bound])
         _grid(console, f"{title}, {label}" if label == "per NEFF" else f"Roofline, {label}", columns, rows, wide)
+
+
+def _print_source_lines(console: Console, a, top: int, wide: bool) -> None:
+    t = a.source_lines
+    rows = []
+    for r in t.rows[:top]:
+        ops = ", ".join(o["op"] for o in r.ops[:3]) + (f" +{len(r.ops) - 3}" if len(r.ops) > 3 else "")
+        rows.append([r.line, "backward" if r.backward else "forward", r.origin or "-", duration(r.device_ns),
+                     percent(r.share, 1), count(r.executions), ops, ", ".join(r.callers)])
+    more = f", first {top} of {len(t.rows)}" if len(t.rows) > top else ""
+    found = "" if t.recorded else " (lines of Python frames name the function; record with with_stack=True for lines)"
+    _grid(console, f"Device time by source line ({count(t.with_line)} of {count(t.executions)} executions{more}){found}",
+          [("source line", "left"), ("pass", "left"), ("found from", "left"), ("device", "right"), ("share", "right"),
+           ("executions", "right"), ("ops", "left"), ("called from", "left")], rows, wide)
 
 
 def _print_gaps(console: Console, a, wide: bool, shown: int = 5) -> None:

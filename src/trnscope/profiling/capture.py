@@ -38,6 +38,7 @@ import torch
 import torch.autograd.profiler as _autograd_profiler
 
 from .. import runtime
+from ..sourceline import user_line
 from ..device.runtime_bridge import HostFallback as _HostFallback
 from .config import NeuronConfig, ProfileMode
 from .correlate import MARKER_PREFIX, SPAN_PREFIX, ClockMap, epoch_offset_ns
@@ -203,6 +204,18 @@ class _SpanExecutor:
         return getattr(self.inner, name)
 
 
+def _backward_caller():
+    """The user's line of a thread inside ``backward()`` (autograd's engine runs the backward
+    on its own threads while the calling thread waits in ``_engine_run_backward``), or None."""
+    for frame in sys._current_frames().values():
+        f = frame
+        while f is not None:
+            if f.f_code.co_name == "_engine_run_backward":
+                return user_line(f)
+            f = f.f_back
+    return None
+
+
 class Window:
     """One recording window of a profiling session: what the runtime did while Kineto recorded."""
 
@@ -228,6 +241,11 @@ class Window:
         self.sample_hbm = cfg.has(ProfileMode.RUNTIME)
         self.native_tid: dict[int, int] = {}        # threading.get_ident() -> OS thread id
         self.span_of: dict[int, int] = {}           # execution seq -> number of its dispatch span
+        # with_stack=True: execution seq -> the line of the user's code that dispatched it (Kineto's
+        # python_function frames name only each function's first line)
+        self.with_stack = bool(getattr(prof, "with_stack", False))
+        self.source_of: dict[int, str] = {}
+        self.backward_of: dict[int, str] = {}  # seq -> the line that called backward() (autograd's thread)
         self.hook_errors: list[str] = []
         self.ended_on_exception: str | None = None  # "KeyError: 'x'" when the user's block raised
         self.sampler: HostSampler | None = None
@@ -252,6 +270,14 @@ class Window:
             self.captured.append(ex)  # list.append is atomic: no lock for the common single-thread case
             if ex.thread not in self.native_tid:
                 self.native_tid[ex.thread] = threading.get_native_id()
+            if self.with_stack:
+                line = user_line(sys._getframe(1))
+                if line is not None:
+                    self.source_of[ex.seq] = str(line)
+                else:  # autograd's thread runs no user code: the line that called backward()
+                    caller = _backward_caller()
+                    if caller is not None:
+                        self.backward_of[ex.seq] = str(caller)
             if getattr(_tls, "depth", 0) > 0:  # inside a dispatch span: the span is the link
                 self.span_of[ex.seq] = _tls.span
             else:  # outside any span (a direct runtime call): a marker inside the op is the link

@@ -115,3 +115,5 @@ function picker(label, value, listing, onChange) {
     listing.entries.map((e) => el("option", { value: e.id, selected: e.id === value }, e.name)));
   return el("label.picker", {}, `${label} `, select);
 }
+
+export default compareView;

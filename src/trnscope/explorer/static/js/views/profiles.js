@@ -154,3 +154,5 @@ function cardFigures(data) {
   for (const w of data.warnings || []) parts.push(el("p.warning", {}, w));
   return el("div", {}, parts);
 }
+
+export default profilesView;

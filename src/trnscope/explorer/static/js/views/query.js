@@ -84,3 +84,5 @@ function tableList(tables, editor) {
       el("td", {}, el("a.link", { href: "#", onclick: (e) => { e.preventDefault(); editor.setRangeText(c.name, editor.selectionStart, editor.selectionEnd, "end"); editor.focus(); } }, el("code", {}, c.name))),
       el("td.muted", {}, c.about)))))));
 }
+
+export default queryView;
