@@ -77,6 +77,14 @@ def _device(profile: Path) -> list[tuple[str, int, int]]:
     return [(e["args"]["neff_name"], ns(e["ts"]) - first, ns(e["dur"])) for _, e in runs]
 
 
+def _queue_waits(profile: Path) -> list[tuple[int, int]]:
+    """(start from the first launch, duration) of every queue_wait slice, in whole ns, in order."""
+    events = json.loads((profile / "system_trace.json").read_text())["traceEvents"]
+    ns = lambda us: int(round(us * 1000))  # noqa: E731
+    first = min(ns(e["ts"]) for e in events if e.get("name") == "nrt_execute")
+    return sorted((ns(e["ts"]) - first, ns(e["dur"])) for e in events if e.get("name") == "queue_wait")
+
+
 def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
     profiles, root = recorded
     out = root / "retimed-trn1"
@@ -93,8 +101,12 @@ def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
     # and its starts, to the ns: the queue is rebuilt as the runtime builds it, in whole ns
     assert [t for _, t, _ in retimed] == [t for _, t, _ in real]
     assert [d for _, _, d in retimed] != [d for _, _, d in before]  # trn1 is not trn2
+    # the execution queue waits as the trn1 run's: moved, resized, dropped or added
+    assert _queue_waits(out) == _queue_waits(profiles["trn1"]) != _queue_waits(profiles["trn2"])
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["window"]["target"] == "trn1" and manifest["retimed"]["recorded"]["target"] == "trn2"
+    recording = json.loads((out / "trace.json").read_text())["trnscope"]
+    assert recording["target"] == "trn1" and recording["retimed"]["recorded"]["target"] == "trn2"
     assert manifest["retimed"]["relowered"] and not manifest["retimed"]["resimulated"]
     # it is a profile like any other: summary, the explorer's loader and diff read it
     from trnscope.analysis import ProfileAnalysis, load_profile
@@ -104,7 +116,15 @@ def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
     a = ProfileAnalysis(load_profile(out))
     b = ProfileAnalysis(load_profile(profiles["trn1"]))
     assert a.device.device_time_ns == b.device.device_time_ns and a.device.target == "trn1"
-    assert main(["diff", str(profiles["trn2"]), str(out)], console=Console(file=io.StringIO(), width=160)) == 0
+    assert a.profile.target == "trn1" and a.headline()["retimed_from"] == "trn2"
+    # diff puts the two side by side: targets named, each NEFF on both
+    text = io.StringIO()
+    assert main(["diff", str(profiles["trn2"]), str(out)], console=Console(file=text, width=200, color_system=None)) == 0
+    assert "(trn1; retimed from trn2)" in text.getvalue() and "NEFFs and copies" in text.getvalue()
+    from trnscope.analysis import diff_profiles
+
+    kernels = diff_profiles(ProfileAnalysis(load_profile(profiles["trn2"])), a)["kernels"]
+    assert kernels and all(k["status"] == "both" and k["base_calls"] == k["test_calls"] for k in kernels)
 
 
 def test_the_queue_is_rebuilt_in_whole_ns_at_any_trace_time():

@@ -295,20 +295,10 @@ def _print_gaps(console: Console, a, wide: bool, shown: int = 5) -> None:
     for g in a.idle.largest[:shown]:
         after = trace.strings[int(trace.slices.name[g.after_row])]
         rows.append([f"+{duration(g.start_ns - start)}", duration(g.duration_ns), g.cause.replace("_", " "),
-                     short_kernel_name(after), _launching_op(trace, g.after_launcher_row)])
+                     short_kernel_name(after), a.launching_op(g.after_row) or "-"])
     _grid(console, f"Largest idle gaps ({count(a.idle.gap_count)} in all; at = time since the trace's start)",
           [("at", "right"), ("idle", "right"), ("cause", "left"), ("next execution", "left"), ("launched by", "left")],
           rows, wide, names=(3, 4))
-
-
-def _launching_op(trace, launcher_row: int) -> str:
-    """The op above the runtime call that launched an execution (the call itself at the top)."""
-    if launcher_row < 0:
-        return "-"
-    s = trace.slices
-    parent = int(s.parent[launcher_row])
-    row = parent if parent >= 0 else launcher_row
-    return trace.strings[int(s.name[row])]
 
 
 def _print_recommendations(console: Console, a) -> None:
@@ -373,7 +363,7 @@ class DiffCommand:
             return 0
         rows = [[row["label"], _metric_format(row["key"])(row["base"]), _metric_format(row["key"])(row["test"]),
                  _delta(row["key"], row["delta"]), ratio(row["ratio"])] for row in d["summary"]]
-        _grid(console, f"{d['base']['name']} -> {d['test']['name']}",
+        _grid(console, f"{_side(d['base'])} -> {_side(d['test'])}",
               [("metric", "left"), ("base", "right"), ("test", "right"), ("delta", "right"), ("ratio", "right")],
               rows, args.wide)
         rows = [[op["name"], op["status"], duration(op["base"]["device_total_ns"]), duration(op["test"]["device_total_ns"]),
@@ -382,7 +372,24 @@ class DiffCommand:
         _grid(console, "Operators (largest device-time change first)",
               [("operator", "left"), ("in", "left"), ("base device", "right"), ("test device", "right"),
                ("delta device", "right"), ("delta calls", "right"), ("delta dispatches", "right")], rows, args.wide)
+        rows = [[k["name"], k["status"], count(k["base_calls"]), count(k["test_calls"]), duration(k["base_device_ns"]),
+                 duration(k["test_device_ns"]), signed(k["delta_device_ns"], duration), ratio(k["ratio"])]
+                for k in d["kernels"][: args.top]]
+        _grid(console, "NEFFs and copies (largest device-time change first)",
+              [("NEFF / copy", "left"), ("in", "left"), ("base calls", "right"), ("test calls", "right"),
+               ("base device", "right"), ("test device", "right"), ("delta device", "right"), ("ratio", "right")],
+              rows, args.wide)
         return 0
+
+
+def _side(side: dict) -> str:
+    """A profile's name with its target, and what it was re-timed from."""
+    notes = [side["target"]] if side.get("target") else []
+    retimed = side.get("retimed")
+    if retimed:
+        notes.append(f"retimed from {retimed.get('from_target') or '?'}"
+                     + (f" with {', '.join(retimed['overrides'])}" if retimed.get("overrides") else ""))
+    return f"{side['name']} ({'; '.join(notes)})" if notes else side["name"]
 
 
 def _metric_format(key: str):

@@ -253,6 +253,16 @@ class Window:
         self._saved: list[tuple] = []
         self._executor = None
 
+    def source_args(self, seq: int) -> dict:
+        """The execution's source-line args for the exported traces (``source`` and/or
+        ``backward_source``; none without with_stack)."""
+        out = {}
+        if seq in self.source_of:
+            out["source"] = self.source_of[seq]
+        if seq in self.backward_of:
+            out["backward_source"] = self.backward_of[seq]
+        return out
+
     # --- runtime hook (runs on the dispatching thread, inside the op) -----------------------
     def on_record(self, ex) -> None:
         # recording is the profiler's work, not the user's: cut from the clock like the span's.

@@ -169,12 +169,8 @@ class FrameworkView:
             args = {"correlation": r.seq, "device": r.device, "op": r.op}
             if ext is not None:
                 args["External id"] = ext
-            source = w.source_of.get(r.seq)
-            if source is not None:
-                args["source"] = source
-            backward = w.backward_of.get(r.seq)
-            if backward is not None:
-                args["backward_source"] = backward
+            source = w.source_args(r.seq)
+            args.update(source)
             if r.kind == "kernel":
                 args.update({"neff_id": str(r.neff_id), "neff_name": r.neff_name, "compile_ns": r.compile_ns})
             elif r.kind == "fallback":
@@ -189,10 +185,7 @@ class FrameworkView:
             dargs = {"device": r.device, "stream": 0, "correlation": r.seq, "op": r.op}
             if ext is not None:
                 dargs["External id"] = ext
-            if source is not None:
-                dargs["source"] = source
-            if backward is not None:
-                dargs["backward_source"] = backward
+            dargs.update(source)
             if r.kind == "kernel":
                 s = r.timeline.summary if r.timeline is not None else {}
                 dargs.update({

@@ -140,6 +140,11 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     trace_doc = orjson.loads((src / "trace.json").read_bytes())
     moved = _schedule(system_doc, trace_doc, new_time, spec, result)
     _apply(system_doc, trace_doc, moved, new_summary)
+    recorded = trace_doc.get("trnscope")
+    retimed = {"from": str(src), "recorded": {k: manifest.get("window", {}).get(k) for k in ("target", "instance", "neuroncore")},
+               "target": spec.name, "overrides": list(overrides or [])}
+    if isinstance(recorded, dict):  # what the explorer's cards and compare read first
+        recorded.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore, retimed=retimed)
     write_json_atomic(out / "trace.json", trace_doc)
     if system_doc is not None:
         write_json_atomic(out / "system_trace.json", system_doc)
@@ -148,9 +153,8 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     window = manifest.setdefault("window", {})
     before = {k: window.get(k) for k in ("target", "instance", "neuroncore")}
     window.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore)
-    manifest["retimed"] = {"from": str(src), "recorded": before, "target": spec.name, "overrides": list(overrides or []),
-                           "relowered": result.relowered, "resimulated": result.resimulated,
-                           "host_intervals": "as recorded"}
+    manifest["retimed"] = {**retimed, "recorded": before, "relowered": result.relowered,
+                           "resimulated": result.resimulated, "host_intervals": "as recorded"}
     if result.resimulated:
         manifest.setdefault("warnings", []).append(
             f"{len(result.resimulated)} NEFF(s) had no recipe (compiled graphs, or recorded before recipes) and were "
@@ -278,3 +282,41 @@ def _apply(system_doc, trace_doc, moved: dict[int, _Moved], summaries: dict[str,
                 ts = arrivals.get((kind, int(e["id"])))
                 if ts is not None:
                     e["ts"] = ts
+    if system_doc is not None:
+        _requeue(system_doc, moved)
+
+
+def _requeue(system_doc, moved: dict[int, _Moved]) -> None:
+    """The execution queue's ``queue_wait`` slices (submitted, waiting for the busy core) as the
+    new target's queue has them: moved and resized, dropped where an execution no longer waits,
+    added (on its core's queue lane) where one now does."""
+    events = system_doc["traceEvents"]
+    lanes: dict[int, tuple] = {}  # nc -> (pid, tid) of its queue lane
+    lane_of_seq: dict[int, int] = {}
+    for e in events:
+        args = e.get("args") or {}
+        if e.get("ph") == "X" and e.get("name") == "nrt_execute" and "seq" in args:
+            lane_of_seq[int(args["seq"])] = int(args.get("nc", 0))
+    kept = []
+    waiting = set()
+    for e in events:
+        args = e.get("args") or {}
+        if e.get("ph") == "X" and e.get("name") == "queue_wait" and "seq" in args:
+            seq = int(args["seq"])
+            lanes.setdefault(lane_of_seq.get(seq, 0), (e.get("pid"), e.get("tid")))
+            m = moved.get(seq)
+            if m is not None:
+                if m.queue_wait_ns <= 0:
+                    continue
+                e["ts"] = round((m.start_ns - m.queue_wait_ns) / 1000.0, 3)
+                e["dur"] = round(m.queue_wait_ns / 1000.0, 3)
+                args["queue_wait_ns"] = m.queue_wait_ns
+            waiting.add(seq)
+        kept.append(e)
+    for seq, m in moved.items():
+        lane = lanes.get(lane_of_seq.get(seq, -1))
+        if m.queue_wait_ns > 0 and seq not in waiting and lane is not None:
+            kept.append({"ph": "X", "cat": "neuron_rt", "name": "queue_wait", "pid": lane[0], "tid": lane[1],
+                         "ts": round((m.start_ns - m.queue_wait_ns) / 1000.0, 3), "dur": round(m.queue_wait_ns / 1000.0, 3),
+                         "args": {"seq": seq, "queue_wait_ns": m.queue_wait_ns}})
+    system_doc["traceEvents"] = kept

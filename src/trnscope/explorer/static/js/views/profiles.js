@@ -117,7 +117,9 @@ const HOST_TIME = {
 function recordingLine(h) {
   const [label, tip] = HOST_TIME[h.host_time] || ["host time unknown", "Recorded before trnscope wrote host-time modes"];
   return el("p.recording.muted", {},
-    el("span.target", { title: "Emulated target" }, h.target || "target unknown"), " · ",
+    el("span.target", { title: "Emulated target" }, h.target || "target unknown"),
+    h.retimed_from ? el("span.retimed", { title: "A trnscope retime copy: device times re-simulated, host intervals as recorded" },
+      ` (retimed from ${h.retimed_from})`) : null, " · ",
     el("span.host-time", { title: tip }, label));
 }
 
