@@ -78,8 +78,15 @@ class SourceLineTable:
     frames: bool = False  # the trace has Python frames (with_stack=True)
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def line_share(self) -> float:
+        """The share of device time on a known line (NEFF parts included)."""
+        known = sum(r.device_ns for r in self.rows if r.line != UNKNOWN)
+        return known / self.device_total_ns if self.device_total_ns else 0.0
+
     def to_dict(self) -> dict:
         return {"rows": [r.to_dict() for r in self.rows], "device_total_ns": self.device_total_ns,
+                "line_share": self.line_share,
                 "executions": self.executions, "with_line": self.with_line, "recorded": self.recorded,
                 "frames": self.frames, "problems": self.problems}
 
@@ -147,7 +154,7 @@ def source_line_table(profile: Profile, ops: OpTable, device_neffs: list | None 
     out.recorded, out.frames = found.recorded, found.frames.any
     out.with_line = sum(x is not None for x in lines)
 
-    splits = _neff_splits(profile, work, device_neffs or [], out.problems)
+    splits = _neff_splits(profile, device_neffs or [], out.problems)
     names = {str(n.neff_id): n.name for n in device_neffs or []}
     acc: dict[tuple[str, bool], dict] = {}
     duration = (work.end - work.start).astype(np.float64)
@@ -252,8 +259,8 @@ def _backward_lines(trace: Trace, work: DeviceWork, start_rows: np.ndarray, line
                     marks: dict, frames: _FrameLines) -> None:
     """Executions of autograd's backward take their forward op's line (paired by sequence number)."""
     missing = [i for i, line in enumerate(lines) if line is None and start_rows[i] >= 0]
-    if not missing:
-        return
+    if not missing or (not marks and not frames.any):
+        return  # nothing to pair with: no forward op has a line
     s = trace.slices
     host = np.unique(np.concatenate([_ancestors(s.parent, int(start_rows[i])) for i in missing]))
     seq_of_row = {}
@@ -312,7 +319,7 @@ def instruction_lines(table: dict[str, np.ndarray]) -> tuple[list[str | None], l
     return lines, ops, origin
 
 
-def _neff_splits(profile: Profile, work: DeviceWork, neffs: list, problems: list[str]) -> dict:
+def _neff_splits(profile: Profile, neffs: list, problems: list[str]) -> dict:
     """(neff_id, nc) -> [(line, op, origin, fraction)] for NEFFs whose instructions carry lines."""
     files = profile.files
     if files is None or not files.ntffs:

@@ -49,8 +49,9 @@ export async function linesView(main, { id }) {
   const download = el("button.csv-download", { title: "Download the rows shown as CSV",
     onclick: () => downloadText(table.toCSV(), csvName) }, "Download CSV");
   const hint = !data.recorded && !data.frames && data.executions
-    ? el("p.warning", {}, "This profile has no Python stacks: record it with torch.profiler.profile(..., with_stack=True) to give "
-      + "eager ops their lines. Lines inside compiled graphs and NKI kernels come from the NEFFs and are shown either way.")
+    ? el(data.line_share < 0.999 ? "p.warning" : "p.muted", {}, "This profile has no Python stacks: record it with "
+      + "torch.profiler.profile(..., with_stack=True) to give eager ops (and the calls into compiled graphs and NKI kernels) "
+      + "their lines. Lines inside compiled graphs and NKI kernels come from the NEFFs and are shown either way.")
     : !data.recorded && data.frames
       ? el("p.muted", {}, "Lines from Kineto's Python frames name the function (its first line), not the line: a trnscope "
         + "profile recorded with with_stack=True records the exact line of each device call.")
@@ -58,8 +59,8 @@ export async function linesView(main, { id }) {
   fill(main,
     el("div.page-head", {},
       el("div", {}, el("h1", {}, "Source lines"),
-        el("p.muted", {}, `${data.name} · ${fmtCount(data.with_line)} of ${fmtCount(data.executions)} executions with a line · `
-          + `device ${fmtTime(data.device_total_ns)}`)),
+        el("p.muted", {}, `${data.name} · ${fmtPct(data.line_share)} of the device time on a known line · `
+          + `${fmtCount(data.with_line)} of ${fmtCount(data.executions)} executions with their calling line · device ${fmtTime(data.device_total_ns)}`)),
       el("div.toolbar", {}, filter, download)),
     hint,
     ...(data.problems || []).map((p) => el("p.warning", {}, p)),
