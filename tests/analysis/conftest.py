@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rmsnorm_profiles import rmsnorm_large_profiles, rmsnorm_profiles, torch_available
-from stack_profile import training_step_profile, with_stack_compiled_profile
+from stack_profile import source_lines_profile, training_step_profile, with_stack_compiled_profile
 
 KINETO = Path(__file__).resolve().parents[2].parent / "shared/data/kineto-traces"
 
@@ -60,3 +60,12 @@ def kineto_fixture():
         return matches[0]
 
     return path
+
+
+@pytest.fixture(scope="session")
+def lines_profile(tmp_path_factory) -> tuple[Path, dict[str, int]]:
+    """Eager ops, a compiled graph and an NKI kernel recorded with with_stack=True from a script
+    file, and the line of each marker in it (stack_profile.LINES_SCRIPT)."""
+    if not torch_available():
+        pytest.skip("recording profiles needs torch")
+    return source_lines_profile(shared_tmp(tmp_path_factory))

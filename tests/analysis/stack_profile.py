@@ -70,6 +70,76 @@ print("PROFILE " + str(exporter.last_export))
 '''
 
 
+# eager ops, a compiled graph and an NKI kernel, forward and backward, recorded with with_stack=True
+# from a script file (so FX stack traces and frames have real lines). "# line:<name>" marks the
+# lines the source-line tests look for.
+LINES_SCRIPT = r'''
+import sys, torch
+import trnscope
+import trnscope.nki as nki
+import trnscope.nki.isa as nisa
+import trnscope.nki.language as nl
+from trnscope.nki.torch_ops import nki_op
+from torch.profiler import profile, ProfilerActivity
+from trnscope.profiling import NeuronConfig, ProfileMode, NeuronProfiler
+
+
+@nki.jit
+def double(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)  # line:nki_load
+    nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)  # line:nki_add
+    nisa.dma_copy(dst=out, src=t)  # line:nki_store
+    return out
+
+
+@nki_op("lines::double", mutates_args=())
+def double_op(x: torch.Tensor) -> torch.Tensor:
+    return double(x)  # line:nki_call
+
+
+double_op.register_autograd(lambda ctx, g: double_op(g), setup_context=lambda ctx, inputs, output: None)
+
+
+def norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # line:graph
+
+
+torch.manual_seed(0)
+up = torch.nn.Linear(128, 256).to("neuron")
+x = torch.randn(128, 128).to("neuron")
+w = torch.randn(256).to("neuron")
+cnorm = torch.compile(norm, backend="neuron")
+
+
+def step():
+    h = torch.nn.functional.gelu(up(x))  # line:eager
+    h = cnorm(h, w)  # line:compiled_call
+    z = double_op(h)
+    z.mean().backward()  # line:loss
+
+
+for _ in range(2):
+    step()
+torch.neuron.synchronize()
+cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=sys.argv[1])
+exporter = NeuronProfiler(cfg)
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
+             on_trace_ready=exporter.export_trace, with_stack=True, profile_memory=True):
+    step()
+    torch.neuron.synchronize()
+print("PROFILE " + str(exporter.last_export))
+'''
+
+
+def source_lines_profile(base: Path) -> tuple[Path, dict[str, int]]:
+    """The LINES_SCRIPT profile and the line number of each ``# line:<name>`` marker."""
+    marks = {line.split("# line:")[1].strip(): n for n, line in enumerate(LINES_SCRIPT.splitlines(), 1)
+             if "# line:" in line}
+    return _recorded(base / "source-lines-profile", LINES_SCRIPT, script_name="lines_model.py"), marks
+
+
 def with_stack_compiled_profile(base: Path) -> Path:
     return _recorded(base / "with-stack-profile", SCRIPT)
 
@@ -78,7 +148,9 @@ def training_step_profile(base: Path) -> Path:
     return _recorded(base / "training-step-profile", TRAIN_SCRIPT)
 
 
-def _recorded(root: Path, script: str) -> Path:
+def _recorded(root: Path, script: str, script_name: str | None = None) -> Path:
+    """``script_name``: run the script from a file of that name (its lines then appear in stack
+    traces and frames), else with ``python -c``."""
     root.mkdir(parents=True, exist_ok=True)
     index = root / "index.json"
     with open(root / ".lock", "w") as lock:
@@ -86,8 +158,13 @@ def _recorded(root: Path, script: str) -> Path:
         if not index.exists():
             env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
             env.pop("TRNSCOPE_NO_DEVICE", None)
-            result = subprocess.run([sys.executable, "-c", script, str(root / "out")], capture_output=True, text=True,
-                                    env=env, timeout=600)
+            if script_name is not None:
+                (root / script_name).write_text(script)
+                command = [sys.executable, str(root / script_name)]
+            else:
+                command = [sys.executable, "-c", script]
+            result = subprocess.run([*command, str(root / "out")], capture_output=True, text=True,
+                                    env=env, timeout=600, cwd=root if script_name else None)
             (root / "generate.log").write_text(result.stdout + "\n" + result.stderr)
             found = [line[len("PROFILE "):] for line in result.stdout.splitlines() if line.startswith("PROFILE ")]
             index.write_text(json.dumps(found[0] if found else None))

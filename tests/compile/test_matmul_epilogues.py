@@ -14,6 +14,7 @@ from trnscope import hw, interp
 from trnscope.compiler.graph import compile_graph
 from trnscope.compiler.verify import span_array
 from trnscope.sim import simulate
+from trnscope.sourceline import split_op_label
 
 TOL = {torch.float32: 2e-4, torch.bfloat16: 4e-2}
 
@@ -74,8 +75,9 @@ def check(fn, args, dtype, fewer_scratch=True):
 
 
 def _op_labels(compiled) -> set[str]:
+    """The ops the instructions came from (labels carry the source line: ``aten::mm (x.py:3)``)."""
     prog = compiled.program
-    return {prog.ops[i.op] for i in prog.instructions if 0 <= i.op < len(prog.ops)}
+    return {split_op_label(prog.ops[i.op])[0] for i in prog.instructions if 0 <= i.op < len(prog.ops)}
 
 
 def _bytes(*shapes, dtype):
@@ -129,6 +131,11 @@ def test_scores_scale_mask_softmax(dtype):
         return torch.softmax(s, dim=-1) @ v
 
     fused, unfused = check(attn, (q, k, v, mask), dtype)
+    # every instruction, fused into an epilogue or emitted by its eager kernel, names its line
+    for compiled in (fused[0], unfused[0]):
+        prog = compiled.program
+        lines = {split_op_label(prog.ops[i.op])[1] for i in prog.instructions if 0 <= i.op < len(prog.ops)}
+        assert lines and None not in lines and {line.file for line in lines} == {"test_matmul_epilogues.py"}, lines
     # the [2*4 x 96 x 96] scores never reach HBM: only the probabilities are stored (for the second bmm)
     assert unfused[1] - fused[1] >= 2 * 2 * _bytes((8, 96, 96), dtype=dtype)
     assert "aten::_softmax" in _op_labels(fused[0])

@@ -11,7 +11,7 @@ import pytest
 # The RMSNorm profile generator lives with the analysis tests; both test folders share it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from rmsnorm_profiles import rmsnorm_profiles, torch_available  # noqa: E402
-from stack_profile import training_step_profile, with_stack_compiled_profile  # noqa: E402
+from stack_profile import source_lines_profile, training_step_profile, with_stack_compiled_profile  # noqa: E402
 
 KINETO = Path(__file__).resolve().parents[2].parent / "shared/data/kineto-traces"
 KINETO_COPIES = ("cpu_only", "critical_path_alexnet", "critical_path_cuda_event_sync", "timeline_analysis")
@@ -43,6 +43,13 @@ def explorer_root(tmp_path_factory, rmsnorm) -> Path:
     # torch.compile under a profiler schedule: ProfilerStep#1..3, for the per-step overview
     steps = with_stack_compiled_profile(shared_tmp(tmp_path_factory))
     shutil.copytree(steps, root / "steps" / steps.parent.name / steps.name)
+    # the naive profile re-timed for trn1 (trnscope retime), to compare with its original
+    from trnscope.profiling.retime import retime, target_spec
+
+    retime(rmsnorm["naive"], root / "retimed" / "naive-on-trn1", target_spec("trn1"))
+    # eager, compiled and NKI work recorded with with_stack=True from a script file: source lines
+    lines, _ = source_lines_profile(shared_tmp(tmp_path_factory))
+    shutil.copytree(lines, root / "lines" / lines.parent.name / lines.name)
     traces = root / "traces"
     traces.mkdir()
     if KINETO.is_dir():
@@ -77,3 +84,9 @@ def listing(client):
     response = client.get("/api/entries")
     assert response.status_code == 200
     return response.json()
+
+
+@pytest.fixture(scope="session")
+def line_marks(tmp_path_factory, explorer_root) -> dict[str, int]:
+    """The line of each ``# line:<name>`` marker of the source-line profile's script."""
+    return source_lines_profile(shared_tmp(tmp_path_factory))[1]

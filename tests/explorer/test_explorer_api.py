@@ -45,8 +45,9 @@ def test_index_and_static_assets(client):
 
 def test_listing_finds_profiles_and_traces(listing):
     kinds = {e["relpath"]: e["kind"] for e in listing["entries"]}
-    # naive, fused, the damaged copy, a training step and a torch.compile profile with steps
-    assert sum(1 for k in kinds.values() if k == "neuron") == 5
+    # naive, fused, the damaged copy, a training step, a torch.compile profile with steps, the
+    # source-line profile (eager, compiled and NKI) and naive re-timed for trn1
+    assert sum(1 for k in kinds.values() if k == "neuron") == 7
     assert any(p.endswith(".pt.trace.json.gz") for p in kinds)
     assert "bad/truncated.pt.trace.json" in kinds and "bad/garbage_trace.json.gz" in kinds
     assert "bad/notes.json" not in kinds

@@ -100,6 +100,8 @@ def ids(server):
         "fused": entry_by(listing, relpath=lambda p: p.startswith("rmsnorm/fused"))["id"],
         "train": entry_by(listing, relpath=lambda p: p.startswith("train/"))["id"],
         "steps": entry_by(listing, relpath=lambda p: p.startswith("steps/"))["id"],
+        "lines": entry_by(listing, relpath=lambda p: p.startswith("lines/"))["id"],
+        "retimed": entry_by(listing, relpath=lambda p: p.startswith("retimed/"))["id"],
         "alexnet": entry_by(listing, relpath=lambda p: "critical_path_alexnet" in p)["id"],
         "cpu_only": entry_by(listing, relpath=lambda p: "cpu_only" in p)["id"],
         "truncated": entry_by(listing, relpath=lambda p: "truncated" in p)["id"],

@@ -267,3 +267,74 @@ def test_compiled_neff_instructions_grouped_by_op_and_source_line(page, ids, ser
     assert ops[0] in legend  # the colours of the timeline are these ops'
     page.wait_for_timeout(150)
     shot(page, "30-compiled-neff-by-op")
+
+
+def test_source_lines_page_to_the_line_in_a_slices_details(page, ids, line_marks):
+    open_hash(page, f"#/p/{ids['lines']}/lines")
+    page.wait_for_selector("table.lines-table tbody tr")
+    line = f"lines_model.py:{line_marks['eager']} (step)"
+    row = page.locator("table.lines-table tbody tr").filter(has_text=line).filter(has_text="forward").first
+    assert "line" in row.inner_text() and "aten::addmm" in row.inner_text()
+    row.click()
+    page.wait_for_selector("table.line-ops")
+    assert {"aten::addmm", "aten::gelu"} <= set(page.locator("table.line-ops td:first-child").all_inner_texts())
+    page.wait_for_timeout(150)
+    shot(page, "40-source-lines")
+    page.locator("button.first-call").first.click()
+    page.wait_for_selector("body[data-page='system']")
+    wait_timeline(page)
+    page.wait_for_selector(".details table.facts tr:has(th:text-is('Source line'))")
+    fact = page.locator(".details table.facts tr:has(th:text-is('Source line')) td").inner_text()
+    assert fact.startswith(line), fact
+    page.wait_for_timeout(150)
+    shot(page, "41-source-line-in-details")
+
+
+def test_an_nki_kernels_device_view_has_a_table_per_source_line(page, ids, server, line_marks):
+    _, app = server
+    session = app.state.explorer.session(ids["lines"])
+    kernel = next(n for n in session.analysis.device.neffs if n.name == "double")
+    open_hash(page, f"#/p/{ids['lines']}/device/{kernel.neff_id}/0")
+    wait_timeline(page)
+    page.wait_for_selector("details.line-times table.line-time tr td")
+    lines = page.locator("details.line-times table.line-time tr td:first-child").all_inner_texts()
+    assert sorted(lines) == sorted(f"lines_model.py:{line_marks[k]} (double)" for k in ("nki_load", "nki_add", "nki_store"))
+    page.wait_for_timeout(150)
+    shot(page, "42-nki-source-lines")
+
+
+def test_memory_charts_draw_every_series(page, ids):
+    open_hash(page, f"#/p/{ids['train']}/summary")
+    charts = page.locator("svg.sparkline path")
+    charts.first.wait_for()
+    boxes = page.evaluate("() => [...document.querySelectorAll('svg.sparkline path')].map((p) => "
+                          "{ const b = p.getBBox(); return [b.width, b.height]; })")
+    assert boxes and all(w > 0 and h > 0 for w, h in boxes), boxes
+    # an allocation freed at the same instant keeps a width (a zero-width rise and fall drew nothing)
+    path = page.evaluate("async () => (await import('/static/js/views/summary.js'))"
+                         ".sparklinePath([[0, 100], [0, 0], [10, 100], [10, 0]], 100, [0, 10])")
+    points = [tuple(map(float, p.split(","))) for p in re.findall(r"[\d.]+,[\d.]+", path)]
+    peaks = [x for x, y in points if y == 4.0]
+    assert len(peaks) == 4 and peaks[1] - peaks[0] >= 2 and peaks[3] - peaks[2] >= 2, path
+    page.locator("div.memory").scroll_into_view_if_needed()
+    page.wait_for_timeout(150)
+    shot(page, "43-memory")
+
+
+def test_a_profile_and_its_retimed_copy_side_by_side(page, ids):
+    open_hash(page, f"#/compare/{ids['naive']}/{ids['retimed']}")
+    page.wait_for_selector("table.compare-kernels tbody tr")
+    heads = page.locator("table.compare-summary thead th").all_inner_texts()
+    assert "(trn2)" in heads[1] and "(trn1; retimed from trn2)" in heads[2], heads
+    assert "host intervals" in page.locator(".retime-note").inner_text()
+    status = page.locator("table.compare-kernels tbody tr td:nth-child(2)").all_inner_texts()
+    assert status and set(status) == {"both"}  # every NEFF on both targets
+    # figures are formatted, never raw numbers
+    busy = page.locator("table.compare-summary tr[data-key='busy_ns'] td").all_inner_texts()
+    assert all(re.search(r"[µnm]s$", v) for v in busy[1:3]), busy
+    page.wait_for_timeout(200)
+    shot(page, "44-compare-retimed")
+    open_hash(page, "#/")
+    card = page.locator(f"article.card[data-id='{ids['retimed']}']")
+    card.locator(".recording .retimed").wait_for()
+    assert "retimed from trn2" in card.inner_text()

@@ -66,12 +66,23 @@ def recorded(tmp_path_factory):
     return {instance: _record(root, instance) for instance in ("trn2", "trn1")}, root
 
 
-def _device(profile: Path) -> list[tuple[str, float, float]]:
-    """(NEFF name, start from the first launch, duration) of every device execution, in order (us)."""
+def _device(profile: Path) -> list[tuple[str, int, int]]:
+    """(NEFF name, start from the first launch, duration) of every device execution, in order, in
+    whole ns. Times are read as ns before any arithmetic: trace times are absolute (about 5e12 us),
+    where doubles are about 1 ns apart, so subtracting them as floats can be 1 ns off."""
     events = json.loads((profile / "system_trace.json").read_text())["traceEvents"]
-    first = min(e["ts"] for e in events if e.get("name") == "nrt_execute")
+    ns = lambda us: int(round(us * 1000))  # noqa: E731
+    first = min(ns(e["ts"]) for e in events if e.get("name") == "nrt_execute")
     runs = sorted((e["args"]["seq"], e) for e in events if e.get("ph") == "X" and e.get("name") == "nc_exec_running")
-    return [(e["args"]["neff_name"], round(e["ts"] - first, 3), e["dur"]) for _, e in runs]
+    return [(e["args"]["neff_name"], ns(e["ts"]) - first, ns(e["dur"])) for _, e in runs]
+
+
+def _queue_waits(profile: Path) -> list[tuple[int, int]]:
+    """(start from the first launch, duration) of every queue_wait slice, in whole ns, in order."""
+    events = json.loads((profile / "system_trace.json").read_text())["traceEvents"]
+    ns = lambda us: int(round(us * 1000))  # noqa: E731
+    first = min(ns(e["ts"]) for e in events if e.get("name") == "nrt_execute")
+    return sorted((ns(e["ts"]) - first, ns(e["dur"])) for e in events if e.get("name") == "queue_wait")
 
 
 def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
@@ -87,12 +98,15 @@ def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
     # the device times of the real trn1 run, execution by execution (the 256x512x384 matmul and
     # the element-wise kernels are lowered for trn1 again, not only re-simulated)
     assert [(n, d) for n, _, d in retimed] == [(n, d) for n, _, d in real]
-    # trace times are whole ns written as us with 3 decimals; the retimed queue is rebuilt from the
-    # rounded submits and starts, so a start may land a few ns off the real run's (seen: 2 ns)
-    assert [t for _, t, _ in retimed] == pytest.approx([t for _, t, _ in real], abs=0.004)
+    # and its starts, to the ns: the queue is rebuilt as the runtime builds it, in whole ns
+    assert [t for _, t, _ in retimed] == [t for _, t, _ in real]
     assert [d for _, _, d in retimed] != [d for _, _, d in before]  # trn1 is not trn2
+    # the execution queue waits as the trn1 run's: moved, resized, dropped or added
+    assert _queue_waits(out) == _queue_waits(profiles["trn1"]) != _queue_waits(profiles["trn2"])
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["window"]["target"] == "trn1" and manifest["retimed"]["recorded"]["target"] == "trn2"
+    recording = json.loads((out / "trace.json").read_text())["trnscope"]
+    assert recording["target"] == "trn1" and recording["retimed"]["recorded"]["target"] == "trn2"
     assert manifest["retimed"]["relowered"] and not manifest["retimed"]["resimulated"]
     # it is a profile like any other: summary, the explorer's loader and diff read it
     from trnscope.analysis import ProfileAnalysis, load_profile
@@ -102,7 +116,42 @@ def test_trn2_profile_retimed_for_trn1_matches_a_real_trn1_run(recorded):
     a = ProfileAnalysis(load_profile(out))
     b = ProfileAnalysis(load_profile(profiles["trn1"]))
     assert a.device.device_time_ns == b.device.device_time_ns and a.device.target == "trn1"
-    assert main(["diff", str(profiles["trn2"]), str(out)], console=Console(file=io.StringIO(), width=160)) == 0
+    assert a.profile.target == "trn1" and a.headline()["retimed_from"] == "trn2"
+    # diff puts the two side by side: targets named, each NEFF on both
+    text = io.StringIO()
+    assert main(["diff", str(profiles["trn2"]), str(out)], console=Console(file=text, width=200, color_system=None)) == 0
+    assert "(trn1; retimed from trn2)" in text.getvalue() and "NEFFs and copies" in text.getvalue()
+    from trnscope.analysis import diff_profiles
+
+    kernels = diff_profiles(ProfileAnalysis(load_profile(profiles["trn2"])), a)["kernels"]
+    assert kernels and all(k["status"] == "both" and k["base_calls"] == k["test_calls"] for k in kernels)
+
+
+def test_the_queue_is_rebuilt_in_whole_ns_at_any_trace_time():
+    """Absolute trace times near 5.46e12 us (a machine up for weeks), where doubles are ~1 ns
+    apart: summing them as floats put about a fifth of the rebuilt starts 1-2 ns off."""
+    from trnscope.profiling.retime import RetimeResult, _schedule
+
+    spec = target_spec("trn1")
+    launch = int(spec.neff_launch_latency_ns)
+    base = 5_459_274_490_733_077  # ns
+    events, expected, free = [], {}, 0
+    for seq in range(200):
+        submit_start, submit_dur = base + seq * 7_919 + seq % 13, 391 + seq % 7
+        events.append({"ph": "X", "name": "nrt_execute", "ts": round(submit_start / 1000, 3),
+                       "dur": round(submit_dur / 1000, 3), "args": {"seq": seq}})
+        events.append({"ph": "X", "name": "nc_exec_running", "ts": round((submit_start + 5000) / 1000, 3), "dur": 1.0,
+                       "args": {"seq": seq, "nc": 0, "neff_id": str(seq % 3)}})
+        duration = 5_000 + 977 * (seq % 3)
+        start = max(submit_start + submit_dur, free) + launch
+        free = start + duration
+        expected[seq] = (start, duration, start - (submit_start + submit_dur))
+    moved = _schedule({"traceEvents": events}, None, {str(k): 5_000 + 977 * k + 0.4 for k in range(3)}, spec,
+                      RetimeResult(out=Path("."), target="trn1"))
+    got = {seq: (m.start_ns, m.dur_ns, m.queue_wait_ns + launch) for seq, m in moved.items()}
+    assert got == {seq: (s, d, w) for seq, (s, d, w) in expected.items()}
+    # what is written back reads as the same ns
+    assert all(int(round(m.ts_us * 1000)) == m.start_ns for m in moved.values())
 
 
 def test_overrides_and_bad_options():

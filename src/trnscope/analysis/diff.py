@@ -94,10 +94,37 @@ def diff_summaries(base: ProfileAnalysis, test: ProfileAnalysis) -> list[dict]:
     return rows
 
 
+def diff_kernels(base: ProfileAnalysis, test: ProfileAnalysis) -> list[dict]:
+    """NEFFs (kernels) and copies aligned by name: calls and device time side by side. For a
+    profile and its ``trnscope retime`` copy this is each NEFF on the two targets."""
+    a = {k.name: k for k in base.ops.kernels}
+    b = {k.name: k for k in test.ops.kernels}
+    out = []
+    for name in set(a) | set(b):
+        ka, kb = a.get(name), b.get(name)
+        ta, tb = (ka.device_total_ns if ka else 0), (kb.device_total_ns if kb else 0)
+        out.append({"name": name, "status": "both" if ka and kb else "added" if kb else "removed",
+                    "is_copy": bool((ka or kb).is_copy), "base_calls": ka.calls if ka else 0,
+                    "test_calls": kb.calls if kb else 0, "base_device_ns": ta, "test_device_ns": tb,
+                    "delta_device_ns": tb - ta, "ratio": _ratio(tb, ta)})
+    out.sort(key=lambda k: (-abs(k["delta_device_ns"]), k["name"]))
+    return out
+
+
+def _side(analysis: ProfileAnalysis) -> dict:
+    profile = analysis.profile
+    retimed = profile.retimed
+    return {"name": profile.name, "kind": profile.kind, "regime": analysis.idle.regime, "target": profile.target,
+            "host_time": profile.host_time,
+            "retimed": {"from_target": (retimed.get("recorded") or {}).get("target"), "target": retimed.get("target"),
+                        "overrides": retimed.get("overrides") or []} if retimed else None}
+
+
 def diff_profiles(base: ProfileAnalysis, test: ProfileAnalysis) -> dict:
     return {
-        "base": {"name": base.profile.name, "kind": base.profile.kind, "regime": base.idle.regime},
-        "test": {"name": test.profile.name, "kind": test.profile.kind, "regime": test.idle.regime},
+        "base": _side(base),
+        "test": _side(test),
         "summary": diff_summaries(base, test),
         "ops": [d.to_dict() for d in diff_ops(base, test)],
+        "kernels": diff_kernels(base, test),
     }

@@ -38,6 +38,8 @@ class ExecArgs(msgspec.Struct, frozen=True, gc=False):
     bottleneck: str | None = None
     seq: int | None = None
     nc: int | None = None
+    source: str | None = None  # the user's line that dispatched it (trnscope, with_stack=True)
+    backward_source: str | None = None  # autograd's thread: the user's line that called backward()
 
 
 class LaunchArgs(msgspec.Struct, frozen=True, gc=False):

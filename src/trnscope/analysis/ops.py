@@ -62,6 +62,10 @@ class OpTable:
     kernels: list[KernelRow] = field(default_factory=list)
     cpu_self_total_ns: int = 0
     device_total_ns: int = 0
+    # per device execution (device_work order): its owning op's slice row (-1: none) and the
+    # framework op that launched it (for the source-line table; not serialised)
+    owner_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    launch_ops: list[str] = field(default_factory=list, repr=False)
 
     def by_name(self) -> dict[str, OpRow]:
         return {row.name: row for row in self.ops}
@@ -106,9 +110,11 @@ def op_table(trace: Trace) -> OpTable:
             first_row=int(first_row[i]),
         ))
     rows.sort(key=lambda r: (-r.device_self_ns, -r.cpu_total_ns, r.name))
+    launch_ops = _launching_op_names(trace, work, owner_of)
     return OpTable(
-        ops=rows, kernels=_kernel_rows(trace, work, owner_of),
+        ops=rows, kernels=_kernel_rows(trace, work, owner_of, launch_ops),
         cpu_self_total_ns=int(cpu_self.sum()), device_total_ns=int((work.end - work.start).sum()),
+        owner_of=owner_of, launch_ops=launch_ops,
     )
 
 
@@ -195,7 +201,7 @@ def _group(keys: np.ndarray, values: np.ndarray):
         yield int(chunk_keys[0]), chunk
 
 
-def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray) -> list[KernelRow]:
+def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray, launch_ops: list[str]) -> list[KernelRow]:
     if not len(work):
         return []
     s = trace.slices
@@ -210,7 +216,6 @@ def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray) -> list[K
     low = np.minimum.reduceat(duration[order], starts)
     high = np.maximum.reduceat(duration[order], starts)
     moved = np.bincount(group, weights=work.bytes, minlength=count)
-    launch_ops = _launching_op_names(trace, work, owner_of)
     ops_of: list[set] = [set() for _ in range(count)]
     for g, op in {(int(g), op) for g, op in zip(group.tolist(), launch_ops) if op}:
         ops_of[g].add(op)

@@ -87,6 +87,14 @@ class Profile:
         return value if isinstance(value, str) else None
 
     @property
+    def retimed(self) -> dict | None:
+        """For a ``trnscope retime`` copy: ``{from, recorded: {target, ...}, target, overrides}``."""
+        value = self.recording.get("retimed")
+        if not isinstance(value, dict) and self.files is not None:
+            value = (self.files.manifest or {}).get("retimed")
+        return value if isinstance(value, dict) else None
+
+    @property
     def target(self) -> str | None:
         """The emulated target (``trn2``, ``trn1``), None when unknown."""
         value = self.recording.get("target")

@@ -24,7 +24,7 @@ import numpy as np
 from .device import DeviceSummary
 from .profile import Profile
 from .profile_dir import ProfileFormatError, read_ntff, read_ntff_header
-from .utilization import union_length
+from .instructions import group_time, op_names
 
 MAX_OP_NEFFS = 64
 MEMORY, COMPUTE, NO_FLOPS = "memory", "compute", "no TensorE FLOPs"
@@ -152,18 +152,7 @@ def roofline(profile: Profile, device: DeviceSummary) -> Roofline:
 
 def _op_shares(table: dict[str, np.ndarray]):
     """(op, busy ns, model FLOPs, HBM bytes) per framework op of one NEFF's instructions."""
-    ops = table.get("framework_op")
-    if ops is None or not len(ops):
-        return []
-    start, end = np.asarray(table["start_ns"], float), np.asarray(table["end_ns"], float)
-    flops = np.asarray(table.get("model_flops", np.zeros(len(ops))), float)
-    hbm = np.asarray(table.get("hbm_read_bytes", 0), float) + np.asarray(table.get("hbm_write_bytes", 0), float)
-    names = np.array([str(o) if o else "(no op)" for o in ops], dtype=object)
-    out = []
-    for op in sorted(set(names.tolist())):
-        mine = names == op
-        out.append((op, float(union_length(start[mine], end[mine])), float(flops[mine].sum()), float(hbm[mine].sum())))
-    return out
+    return [(g.key, g.busy_ns, g.model_flops, g.hbm_bytes) for g in group_time(table, op_names(table))]
 
 
 def _point(r: Roofline, kind: str, name: str, neff_id: str, nc, ops, runs, time_ns, flops, hbm) -> RooflinePoint:

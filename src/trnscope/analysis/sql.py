@@ -49,7 +49,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "program": "NEFF id or kernel name", "name": "slice name", "is_copy": "a memcpy/memset",
         "bytes": "HBM bytes moved (copies: size)", "kind": "computation / communication / memory / other",
         "launcher_row": "slice row of the runtime call that launched it (-1 unknown)",
-        "submit_ns": "when it was launched (-1 unknown)", "op": "the framework op it came from"}),
+        "submit_ns": "when it was launched (-1 unknown)", "op": "the framework op it came from",
+        "source": "the line of the user's code behind it (NULL unknown)",
+        "source_found": "how that line was found: call, frame, backward, backward call"}),
     "ops": ("one operator name, as prof.key_averages()", {
         "name": "op", "category": "category", "calls": "calls", "cpu_total_ns": "host time with children",
         "cpu_self_ns": "host time without children", "device_total_ns": "device time of all it launched",
@@ -202,7 +204,9 @@ class ProfileDatabase:
             "name": _text(strings[s.name[w.rows]]), "is_copy": w.is_copy, "bytes": w.bytes,
             "kind": [str(k) for k in w.kind.tolist()], "launcher_row": w.launcher,
             "submit_ns": np.where(w.submit >= 0, w.submit - origin, -1),
-            "op": [x.framework_op or x.op for x in w.args]})
+            "op": [x.framework_op or x.op for x in w.args],
+            "source": [str(line) if line is not None else None for line in a.execution_lines.lines],
+            "source_found": a.execution_lines.origins})
         ops = a.ops
         out["ops"] = _rows_table([r.__dict__ for r in ops.ops], TABLES["ops"][1])
         out["kernels"] = _rows_table([k.__dict__ for k in ops.kernels], TABLES["kernels"][1])

@@ -13,6 +13,7 @@ from .lanes import Role, activity_extent, lane_infos
 from .limiter import KernelLimit, kernel_limits
 from .memory import MemoryTimeline, memory_timeline
 from .roofline import Roofline, roofline
+from .source_lines import ExecutionLines, SourceLineTable, execution_lines, source_line_table
 from .steps import Step, step_overview
 from .ops import OpTable, op_table
 from .profile import NEURON, Profile
@@ -63,6 +64,28 @@ class ProfileAnalysis:
         return roofline(self.profile, self.device)
 
     @cached_property
+    def execution_lines(self) -> ExecutionLines:
+        """Per device execution, the line of the user's code that caused it (no NTFF is read)."""
+        return execution_lines(self.profile.trace, self.ops)
+
+    @cached_property
+    def source_lines(self) -> SourceLineTable:
+        """Device time per line of the user's code (reads the costliest NEFFs' instruction tables
+        for the lines inside compiled graphs and NKI kernels)."""
+        neffs = sorted(self.device.neffs, key=lambda n: -n.device_time_ns) if self.device.source == "ntff" else []
+        return source_line_table(self.profile, self.ops, neffs, self.execution_lines)
+
+    @cached_property
+    def _execution_index(self) -> dict[int, int]:
+        return {int(r): i for i, r in enumerate(device_work(self.profile.trace).rows.tolist())}
+
+    def launching_op(self, execution_row: int) -> str:
+        """The framework op that launched the device execution at slice ``execution_row`` (its
+        args' op, else its nearest op: never a Python frame or a runtime call); "" if unknown."""
+        index = self._execution_index.get(int(execution_row))
+        return self.ops.launch_ops[index] if index is not None and index < len(self.ops.launch_ops) else ""
+
+    @cached_property
     def memory(self) -> MemoryTimeline:
         return memory_timeline(self.profile.trace)
 
@@ -106,6 +129,8 @@ class ProfileAnalysis:
             "regime": idle.regime,
             "host_time": self.profile.host_time,
             "target": self.profile.target,
+            # a `trnscope retime` copy: the target it was recorded on
+            "retimed_from": ((self.profile.retimed or {}).get("recorded") or {}).get("target") if self.profile.retimed else None,
             "top_op": {"name": top.name, "device_self_ns": top.device_self_ns, "cpu_total_ns": top.cpu_total_ns}
             if top else None,
             "peak_memory_bytes": self.memory.peak_bytes if self.memory.devices else None,

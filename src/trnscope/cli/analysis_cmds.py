@@ -117,6 +117,7 @@ class SummaryCommand:
                 data["complete"] = a.profile.files.complete if a.profile.files is not None else True
                 data["ops"] = [vars(o) for o in a.ops.ops[: args.top]]
                 data["roofline"] = a.roofline.to_dict()
+                data["source_lines"] = a.source_lines.to_dict()
                 out.append(data)
             _write_json(out if searched else out[0])
             return 1 if failed else 0
@@ -175,6 +176,8 @@ def _print_summary(console: Console, name: str, a, top: int, wide: bool) -> None
         _print_steps(console, a, wide)
     if a.roofline.neffs:
         _print_roofline(console, a, top, wide)
+    if any(r.origin for r in a.source_lines.rows):
+        _print_source_lines(console, a, top, wide)
     if idle.largest:
         _print_gaps(console, a, wide)
     _print_recommendations(console, a)
@@ -269,6 +272,20 @@ def _print_roofline(console: Console, a, top: int, wide: bool) -> None:
         _grid(console, f"{title}, {label}" if label == "per NEFF" else f"Roofline, {label}", columns, rows, wide)
 
 
+def _print_source_lines(console: Console, a, top: int, wide: bool) -> None:
+    t = a.source_lines
+    rows = []
+    for r in t.rows[:top]:
+        ops = ", ".join(o["op"] for o in r.ops[:3]) + (f" +{len(r.ops) - 3}" if len(r.ops) > 3 else "")
+        rows.append([r.line, "backward" if r.backward else "forward", r.origin or "-", duration(r.device_ns),
+                     percent(r.share, 1), count(r.executions), ops, ", ".join(r.callers)])
+    more = f", first {top} of {len(t.rows)}" if len(t.rows) > top else ""
+    found = "" if t.recorded else " (lines of Python frames name the function; record with with_stack=True for lines)"
+    _grid(console, f"Device time by source line ({count(t.with_line)} of {count(t.executions)} executions{more}){found}",
+          [("source line", "left"), ("pass", "left"), ("found from", "left"), ("device", "right"), ("share", "right"),
+           ("executions", "right"), ("ops", "left"), ("called from", "left")], rows, wide)
+
+
 def _print_gaps(console: Console, a, wide: bool, shown: int = 5) -> None:
     from ..analysis.kernel_names import short_kernel_name
 
@@ -278,20 +295,10 @@ def _print_gaps(console: Console, a, wide: bool, shown: int = 5) -> None:
     for g in a.idle.largest[:shown]:
         after = trace.strings[int(trace.slices.name[g.after_row])]
         rows.append([f"+{duration(g.start_ns - start)}", duration(g.duration_ns), g.cause.replace("_", " "),
-                     short_kernel_name(after), _launching_op(trace, g.after_launcher_row)])
+                     short_kernel_name(after), a.launching_op(g.after_row) or "-"])
     _grid(console, f"Largest idle gaps ({count(a.idle.gap_count)} in all; at = time since the trace's start)",
           [("at", "right"), ("idle", "right"), ("cause", "left"), ("next execution", "left"), ("launched by", "left")],
           rows, wide, names=(3, 4))
-
-
-def _launching_op(trace, launcher_row: int) -> str:
-    """The op above the runtime call that launched an execution (the call itself at the top)."""
-    if launcher_row < 0:
-        return "-"
-    s = trace.slices
-    parent = int(s.parent[launcher_row])
-    row = parent if parent >= 0 else launcher_row
-    return trace.strings[int(s.name[row])]
 
 
 def _print_recommendations(console: Console, a) -> None:
@@ -355,7 +362,7 @@ class DiffCommand:
             return 0
         rows = [[row["label"], _metric_format(row["key"])(row["base"]), _metric_format(row["key"])(row["test"]),
                  _delta(row["key"], row["delta"]), ratio(row["ratio"])] for row in d["summary"]]
-        _grid(console, f"{d['base']['name']} -> {d['test']['name']}",
+        _grid(console, f"{_side(d['base'])} -> {_side(d['test'])}",
               [("metric", "left"), ("base", "right"), ("test", "right"), ("delta", "right"), ("ratio", "right")],
               rows, args.wide)
         rows = [[op["name"], op["status"], duration(op["base"]["device_total_ns"]), duration(op["test"]["device_total_ns"]),
@@ -364,7 +371,24 @@ class DiffCommand:
         _grid(console, "Operators (largest device-time change first)",
               [("operator", "left"), ("in", "left"), ("base device", "right"), ("test device", "right"),
                ("delta device", "right"), ("delta calls", "right"), ("delta dispatches", "right")], rows, args.wide)
+        rows = [[k["name"], k["status"], count(k["base_calls"]), count(k["test_calls"]), duration(k["base_device_ns"]),
+                 duration(k["test_device_ns"]), signed(k["delta_device_ns"], duration), ratio(k["ratio"])]
+                for k in d["kernels"][: args.top]]
+        _grid(console, "NEFFs and copies (largest device-time change first)",
+              [("NEFF / copy", "left"), ("in", "left"), ("base calls", "right"), ("test calls", "right"),
+               ("base device", "right"), ("test device", "right"), ("delta device", "right"), ("ratio", "right")],
+              rows, args.wide)
         return 0
+
+
+def _side(side: dict) -> str:
+    """A profile's name with its target, and what it was re-timed from."""
+    notes = [side["target"]] if side.get("target") else []
+    retimed = side.get("retimed")
+    if retimed:
+        notes.append(f"retimed from {retimed.get('from_target') or '?'}"
+                     + (f" with {', '.join(retimed['overrides'])}" if retimed.get("overrides") else ""))
+    return f"{side['name']} ({'; '.join(notes)})" if notes else side["name"]
 
 
 def _metric_format(key: str):

@@ -39,7 +39,7 @@ from .kernels.matmul import (
     MOVING_MAX, PSUM_BANKS_PER_BLOCK, Bias, Mat, _bias_mat, _mat, batch_buffers, emit_gemm, gemm_blocking,
 )
 from .meta import TensorMeta
-from .opcall import device_dtype, meta_of, op_name
+from .opcall import device_dtype, meta_of
 from .tiling import P
 
 if TYPE_CHECKING:
@@ -507,6 +507,8 @@ class GraphEpilogue:
             self.broadcast[x] = t
 
     def tile(self, b, m0: int, mp: int, n0: int, ncols: int, value, slices) -> None:
+        from .graph import member_label
+
         plan, gc = self.plan, self.gc
         r0 = self.row_base + m0
         fresh: list[AP] = []
@@ -531,7 +533,7 @@ class GraphEpilogue:
             width = ncols if plan.width[n] == plan.N else 1
             out = b.tile(mp, (width,), dt)
             fresh.append(out)
-            with gc.program.origin(op_name(n.target)):
+            with gc.program.origin(member_label(n)):
                 self._member(b, n, mp, ncols, width, tiles, out, slices, fresh)
             tiles[n] = out
         for x, (pl, tensor, dt) in self.stores.items():
@@ -607,7 +609,7 @@ def _softmax(b, x: AP, out: AP, log: bool, temps: list) -> None:
 
 def emit_matmul_with_epilogue(gc: EpilogueHost, plan: EpiloguePlan) -> None:
     """Bind the stored values, then emit the gemm (per batch for bmm) with the epilogue attached."""
-    from .graph import Value
+    from .graph import Value, member_label
 
     mm = plan.mm
     for x in plan.needed:
@@ -629,7 +631,7 @@ def emit_matmul_with_epilogue(gc: EpilogueHost, plan: EpiloguePlan) -> None:
     odt = out.meta.dtype if out is not None else device_dtype(_val(mm).dtype)
     # emit_gemm evacuates into staging tiles unless the epilogue reads the banks itself
     staging = not (plan.psum_direct and out is None and bias is None and alpha == 1.0)
-    with gc.program.origin(op_name(mm.target)), batch_buffers(
+    with gc.program.origin(member_label(mm)), batch_buffers(
             gc.kb, plan.K, plan.M, plan.N, _mat(A.hbm, A.meta), odt, plan.batches, bias, epi, staging) as bufs:
         for i in range(plan.batches):
             epi.row_base = i * plan.M

@@ -14,7 +14,6 @@ them. Views cost nothing: they are new access patterns over the same HBM bytes.
 from __future__ import annotations
 
 import math
-import os
 import re
 import operator
 from dataclasses import dataclass, field
@@ -24,7 +23,8 @@ import torch
 import torch.fx as fx
 
 from ..hw import HardwareSpec, get_spec
-from ..isa import AP, Act, Activation, Alu, Program, TensorReduce, TensorScalar, TensorTensor, hbm
+from ..isa import AP, Act, Activation, Alu, DType, Program, TensorReduce, TensorScalar, TensorTensor, hbm
+from ..sourceline import SourceLine, display_path, op_label
 from .builder import KernelBuilder
 from .lnc import MakeBuilder, spread
 from .epilogue import GEMM_OPS, emit_matmul_with_epilogue, match_epilogue
@@ -450,7 +450,7 @@ class GraphCompiler:
         call = OpCall(call.name, tuple(self._rebase(m, a) for m, a in zip(call.inputs, slots)),
                       tuple(TensorMeta.contiguous(m.shape, m.dtype) for m in call.outputs), call.attrs)
         ctx = LoweringContext(call, self.kb, input_ids, out_ids, name)
-        with self.program.origin(name):
+        with self.program.origin(member_label(n)):  # op and source line, as fused members say
             fn(ctx)
             ctx.release_scalars()
         self.kernels += 1
@@ -500,7 +500,8 @@ class GraphCompiler:
         out = meta.bind(self.program, f"out{position}", "output")
         copy = _REGISTRY["aten::clone"]
         call = OpCall("aten::clone", (val.meta,), (meta,))
-        with self.program.origin("aten::clone"):
+        # the copy of a returned value belongs to the line that made the value
+        with self.program.origin(op_label("aten::clone", source_line(node))):
             copy(LoweringContext(call, self.kb, [val.hbm], [out], "aten::clone"))
         self.kernels += 1
         return out
@@ -625,16 +626,15 @@ def compile_graph(gm: fx.GraphModule, spec: HardwareSpec | None = None, name: st
 
 def source_line(n: fx.Node) -> str:
     """The user's source line an FX node came from (the last frame of its ``stack_trace``), as
-    ``file.py:12``; "" when the graph does not say."""
+    ``file.py:12`` (``trnscope.sourceline``); "" when the graph does not say."""
     found = re.findall(r'File "([^"]+)", line (\d+)', n.meta.get("stack_trace") or "")
     if not found:
         return ""
     path, line = found[-1]
-    return f"{os.path.basename(path)}:{line}"
+    return SourceLine(display_path(path), int(line)).location
 
 
 def member_label(n: fx.Node) -> str:
-    """The framework-op label of a fused member's instructions: its ATen op and source line."""
+    """The framework-op label of a member's instructions: its ATen op and source line."""
     name = op_name(n.target) if isinstance(n.target, torch._ops.OpOverload) else str(n.target)
-    line = source_line(n)
-    return f"{name} ({line})" if line else name
+    return op_label(name, source_line(n))

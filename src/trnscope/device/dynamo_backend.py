@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 
 from .. import runtime
-from ..compiler.graph import CompiledGraph, GraphCompileError, compile_graph
+from ..compiler.graph import CompiledGraph, GraphCompileError, compile_graph, source_line
 from ..compiler import precision
 from ..compiler.lowering import NoLowering, spec_digest
 from ..runtime import neff_cache
@@ -52,10 +52,12 @@ COUNTERS = CompileCounters()
 
 
 def _graph_key(gm: fx.GraphModule, example_inputs, spec_key: str) -> str:
-    """The graph's code, its inputs' shapes, strides and dtypes, and the target spec's content (a spec
-    edited with ``replace()`` keeps its name but compiles anew)."""
+    """The graph's code, its nodes' source lines (the NEFF's instructions are labelled with them), its
+    inputs' shapes, strides and dtypes, and the target spec's content (a spec edited with
+    ``replace()`` keeps its name but compiles anew)."""
     h = hashlib.sha256()
     h.update(gm.code.encode())
+    h.update("\n".join(source_line(n) for n in gm.graph.nodes).encode())
     for t in example_inputs:
         if isinstance(t, torch.Tensor):
             h.update(f"{tuple(t.shape)}{t.stride()}{t.dtype}".encode())

@@ -30,8 +30,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from ..analysis import ProfileError, TraceCache
-from ..trace.timeunits import TIME_LIMIT_NS
-from . import columns, notes, payloads
+from . import columns, notes
 from .assets import Assets
 from .catalog import Catalog, OutsideRoots
 from .security import (
@@ -41,6 +40,8 @@ from .security import (
     check_token,
     security_headers,
 )
+from .pages import ENTRY, Page, manifest, pages
+from .params import integer, lanes, number
 from .sessions import NotFound, Session, SessionStore
 from .views import BadRequest, TimelineView
 
@@ -66,12 +67,32 @@ class Explorer:
             raise NotFound(f"no profile or trace with id {entry_id!r}")
         return self.sessions.get(entry)
 
-    def view(self, request: Request) -> TimelineView:
-        session = self.session(request.path_params["eid"])
-        neff = request.path_params.get("neff")
-        if neff is None:
-            return session.system
-        return session.device(neff, request.path_params["nc"])
+
+# the timeline API every timeline page answers (see pages.Page.timeline)
+def timeline(view: TimelineView, request: Request) -> dict:
+    layout = view.describe()
+    if "px" in request.query_params:
+        layout["initial_lod"] = view.initial_lod(integer(request.query_params, "px"))
+    return layout
+
+
+def lod(view: TimelineView, request: Request) -> dict:
+    q = request.query_params
+    return view.lod(number(q, "t0"), number(q, "t1"), integer(q, "px"), lanes(q))
+
+
+def slice_details(view: TimelineView, request: Request) -> dict:
+    return view.details(request.path_params["row"])
+
+
+def select(view: TimelineView, request: Request) -> dict:
+    q = request.query_params
+    return view.select(number(q, "t0"), number(q, "t1"), lanes(q))
+
+
+def search(view: TimelineView, request: Request) -> dict:
+    q = request.query_params
+    return view.search(q.get("q", ""), q.get("regex", "") in ("1", "true"), lanes(q))
 
 
 def create_app(roots: list[str | Path], *, token: str | None = None, loopback_only: bool = False,
@@ -80,7 +101,7 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
     ``loopback_only``: refuse requests whose Host header is not a loopback name."""
     check_token(token)
     explorer = Explorer(roots, cache, max_loaded=max_loaded)
-    assets = Assets(STATIC_DIR)
+    assets = Assets(STATIC_DIR, pages=manifest())
 
     async def index(request: Request) -> Response:
         return Response(assets.index, media_type="text/html; charset=utf-8", headers={"cache-control": "no-store"})
@@ -117,10 +138,18 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
             return OrjsonResponse(await run_in_threadpool(build, session, request))
         return endpoint
 
-    def view_endpoint(build, binary: bool = False):
-        """``binary``: answer Accept: application/x-trnscope-columns with columns as typed arrays."""
+    def explorer_endpoint(build):
         async def endpoint(request: Request) -> Response:
-            view = await run_in_threadpool(explorer.view, request)
+            return OrjsonResponse(await run_in_threadpool(build, explorer, request))
+        return endpoint
+
+    def view_endpoint(page: Page, build, binary: bool = False):
+        """``binary``: answer Accept: application/x-trnscope-columns with columns as typed arrays."""
+        def view_of(request: Request) -> TimelineView:
+            return page.view(explorer.session(request.path_params["eid"]), request.path_params)
+
+        async def endpoint(request: Request) -> Response:
+            view = await run_in_threadpool(view_of, request)
             if binary and columns.wants_columns(request.headers.get("accept")):
                 def packed() -> bytes:
                     return columns.encode(build(view, request))
@@ -128,42 +157,6 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                                 headers={"cache-control": "no-store"})
             return OrjsonResponse(await run_in_threadpool(build, view, request))
         return endpoint
-
-    def timeline(view: TimelineView, request: Request) -> dict:
-        layout = view.describe()
-        if "px" in request.query_params:
-            layout["initial_lod"] = view.initial_lod(_int(request.query_params, "px"))
-        return layout
-
-    def lod(view: TimelineView, request: Request) -> dict:
-        q = request.query_params
-        return view.lod(_float(q, "t0"), _float(q, "t1"), _int(q, "px"), _lanes(q))
-
-    def slice_details(view: TimelineView, request: Request) -> dict:
-        return view.details(request.path_params["row"])
-
-    def select(view: TimelineView, request: Request) -> dict:
-        q = request.query_params
-        return view.select(_float(q, "t0"), _float(q, "t1"), _lanes(q))
-
-    def search(view: TimelineView, request: Request) -> dict:
-        q = request.query_params
-        return view.search(q.get("q", ""), q.get("regex", "") in ("1", "true"), _lanes(q))
-
-    def query(session: Session, request: Request) -> dict:
-        from ..analysis.sql import QueryError
-
-        q = request.query_params
-        try:
-            return session.database.query(q.get("sql", ""), max_rows=min(_int_or(q, "max_rows", 2000), 10_000)).to_dict()
-        except QueryError as exc:
-            raise BadRequest(str(exc)) from None
-
-    def query_tables(session: Session, request: Request) -> dict:
-        from ..analysis.sql import TABLES
-
-        return {"tables": [{"name": name, "about": about, "columns": [{"name": c, "about": m} for c, m in columns.items()]}
-                           for name, (about, columns) in TABLES.items()]}
 
     def notes_file(entry_id: str):
         entry = explorer.catalog.get(entry_id)
@@ -192,21 +185,6 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                                              "hint": f"make {path.parent} writable", "file": path.name}}, status_code=403)
         return OrjsonResponse(saved)
 
-    def execution(session: Session, request: Request) -> dict:
-        view = session.system
-        row = view.execution_row(request.path_params["seq"])
-        if row is None:
-            raise NotFound(f"no execution {request.path_params['seq']} in this profile")
-        return view.slice_summary(row)
-
-    async def compare(request: Request) -> Response:
-        base_id, test_id = request.query_params.get("base"), request.query_params.get("test")
-        if not base_id or not test_id:
-            raise BadRequest("compare needs ?base=<id>&test=<id>")
-        base = await run_in_threadpool(explorer.session, base_id)
-        test = await run_in_threadpool(explorer.session, test_id)
-        return OrjsonResponse(await run_in_threadpool(payloads.compare, base, test))
-
     async def raw_file(request: Request) -> Response:
         path = await run_in_threadpool(explorer.catalog.resolve_file, request.path_params["root"],
                                        request.path_params["path"])
@@ -216,30 +194,30 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                             content_disposition_type="attachment",
                             headers={"content-security-policy": "sandbox; default-src 'none'"})
 
-    entry_routes = [
-        Route("/card", session_endpoint(lambda s, r: payloads.card(s))),
-        Route("/summary", session_endpoint(lambda s, r: payloads.summary(s))),
-        Route("/ops", session_endpoint(lambda s, r: payloads.ops(s))),
-        Route("/execution/{seq:int}", session_endpoint(execution)),
-        Route("/notes", notes_endpoint, methods=["GET", "PUT"]),
-        Route("/roofline", session_endpoint(lambda s, r: s.analysis.roofline.to_dict())),
-        Route("/query", session_endpoint(query)),
-        Route("/query/tables", session_endpoint(query_tables)),
-    ]
-    for prefix in ("", "/device/{neff}/{nc:int}"):
-        entry_routes += [
-            Route(f"{prefix}/timeline", view_endpoint(timeline, binary=True)),
-            Route(f"{prefix}/lod", view_endpoint(lod, binary=True)),
-            Route(f"{prefix}/slice/{{row:int}}", view_endpoint(slice_details)),
-            Route(f"{prefix}/select", view_endpoint(select)),
-            Route(f"{prefix}/search", view_endpoint(search)),
-        ]
+    # every page's endpoints (explorer/pages): its API, and the timeline API of a timeline page
+    entry_routes = [Route("/notes", notes_endpoint, methods=["GET", "PUT"])]
+    global_routes = []
+    for page in pages():
+        for api in page.api:
+            if (api.scope or page.scope) == ENTRY:
+                entry_routes.append(Route(api.path, session_endpoint(api.handler)))
+            else:
+                global_routes.append(Route(f"/api{api.path}", explorer_endpoint(api.handler)))
+        if page.timeline is not None:
+            prefix = page.timeline
+            entry_routes += [
+                Route(f"{prefix}/timeline", view_endpoint(page, timeline, binary=True)),
+                Route(f"{prefix}/lod", view_endpoint(page, lod, binary=True)),
+                Route(f"{prefix}/slice/{{row:int}}", view_endpoint(page, slice_details)),
+                Route(f"{prefix}/select", view_endpoint(page, select)),
+                Route(f"{prefix}/search", view_endpoint(page, search)),
+            ]
     routes = [
         Route("/", index),
         Route("/api/health", health),
         Route("/api/entries", entries),
         Mount("/api/entries/{eid}", routes=entry_routes),
-        Route("/api/compare", compare),
+        *global_routes,
         Route("/raw/{root:int}/{path:path}", raw_file),
         Route("/static/{path:path}", static),
     ]
@@ -299,40 +277,3 @@ def _relative(explorer: Explorer, path: str) -> str:
         if target.is_relative_to(base):
             return target.relative_to(base).as_posix()
     return target.name
-
-
-def _float(query, name: str) -> float:
-    try:
-        value = float(query[name])
-    except KeyError:
-        raise BadRequest(f"missing parameter {name}") from None
-    except ValueError:
-        raise BadRequest(f"{name} must be a number") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise BadRequest(f"{name} must be finite")
-    # Times are int64 nanoseconds relative to the view's origin (itself below TIME_LIMIT_NS): a
-    # range reaching past half that limit selects what one ending there does, and origin + t
-    # stays inside int64.
-    limit = TIME_LIMIT_NS // 2
-    return min(max(value, -limit), limit)
-
-
-def _int(query, name: str) -> int:
-    text = query.get(name)
-    if text is None:
-        raise BadRequest(f"missing parameter {name}")
-    if len(text) > 20:
-        raise BadRequest(f"{name} must be an integer of at most 64 bits")
-    try:
-        return int(text)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer") from None
-
-
-def _int_or(query, name: str, default: int) -> int:
-    return _int(query, name) if name in query else default
-
-
-def _lanes(query) -> list[str] | None:
-    text = query.get("lanes")
-    return [part for part in text.split(",") if part] if text else None

@@ -9,8 +9,8 @@ prefix, so nobody runs stale code. The unversioned ``/static/...`` paths still a
 by ETag) for scripts and tests that name a file directly.
 
 ``index.html`` gets the version written into its asset URLs and ``js/boot.js`` inlined (told the
-prefix in ``data-static``): that small classic script starts the first timeline request, then
-loads the modules. It is allowed by its SHA-256 in the Content-Security-Policy, so no other
+prefix in ``data-static`` and the explorer's pages, ``pages.manifest()``, in ``data-pages``): that
+small classic script starts the first timeline request, then loads the modules. It is allowed by its SHA-256 in the Content-Security-Policy, so no other
 inline script can run.
 """
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
+import json
 import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +40,8 @@ class Asset:
 
 
 class Assets:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, pages: list[dict] | None = None) -> None:
+        """``pages``: the explorer's pages as the front-end reads them (``pages.manifest()``)."""
         self.files: dict[str, Asset] = {}
         digest = hashlib.sha256()
         for path in sorted(p for p in directory.rglob("*") if p.is_file()):
@@ -52,8 +55,13 @@ class Assets:
         boot = self.files[BOOT_SCRIPT].body.decode() if BOOT_SCRIPT in self.files else ""
         self.boot_hash = "sha256-" + base64.b64encode(hashlib.sha256(boot.encode()).digest()).decode()
         index = self.files["index.html"].body.decode()
+        missing = [p["script"] for p in pages or [] if f"js/{p['script']}" not in self.files]
+        if missing:
+            raise ValueError(f"explorer page module(s) not found under {directory}/js: {', '.join(missing)}")
+        # an attribute, not script text: the boot script's hash (its CSP allowance) stays its own
+        listed = html.escape(json.dumps(pages or [], separators=(",", ":")), quote=True)
         index = index.replace("/static/", self.prefix).replace(
-            BOOT_MARKER, f'<script data-static="{self.prefix}">{boot}</script>')
+            BOOT_MARKER, f'<script data-static="{self.prefix}" data-pages="{listed}">{boot}</script>')
         self.index = index.encode()
 
     def get(self, path: str) -> tuple[Asset, str] | None:

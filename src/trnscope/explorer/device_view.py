@@ -9,6 +9,8 @@ from collections.abc import Callable
 from ..analysis.device_trace import (
     DMA_THROUGHPUT, ENGINE_LANES, ENGINE_TITLES, MEMORY_COUNTERS, PENDING_DMA, WAIT_NAME, DeviceTrace,
 )
+from ..analysis.instructions import group_time, op_names
+from ..analysis.source_lines import instruction_lines
 from .layout import device_layout
 from .views import TimelineView
 
@@ -44,6 +46,8 @@ class DeviceView(TimelineView):
             "framework_ops": ops,
             # a compiled NEFF holds many ops: each one's instructions and the time they ran
             "op_table": self.op_table(),
+            # compiled graphs and NKI kernels: time per line of the user's code
+            "line_table": self.line_table(),
             "executions": [self._execution(e) for e in header.get("executions") or []],
             # peak SBUF/PSUM usage per space; empty for NTFFs written before the allocation table
             "memory": self.device.memory,
@@ -53,26 +57,35 @@ class DeviceView(TimelineView):
         """Per originating framework op (with its source line inside a compiled graph): the
         instruction count, the time any of its instructions ran (busy) and its share of the
         NEFF's time, HBM bytes and model FLOPs, busiest first."""
-        import numpy as np
-
-        from ..analysis.utilization import union_length
-
         t = self.device.instruction_table
-        ops = t.get("framework_op")
-        if ops is None or not len(ops):
+        if t.get("framework_op") is None:
             return []
+        return self._groups(group_time(t, op_names(t)), "op")
+
+    def line_table(self) -> list[dict]:
+        """Per source line (an NKI kernel's line, or the line of a compiled graph's op): the same
+        figures and the ops of the line; empty when no instruction has a line."""
+        t = self.device.instruction_table
+        if t.get("framework_op") is None:
+            return []
+        lines, ops, origin = instruction_lines(t)
+        if not any(lines):
+            return []
+        keys = [(line, o) if line else ("(no source line)", "") for line, o in zip(lines, origin)]
+        rows = self._groups(group_time(t, keys), "line")
+        by_line: dict[str, set] = {}
+        for line, op in zip(lines, ops):
+            by_line.setdefault(line or "(no source line)", set()).add(op)
+        for row in rows:
+            row["line"], row["origin"] = row["line"]
+            row["ops"] = sorted(by_line.get(row["line"], ()))
+        return rows
+
+    def _groups(self, groups, name: str) -> list[dict]:
         total = float((self.device.header.get("summary") or {}).get("total_time_ns") or 0.0)
-        names = np.array([str(o) if o else "(no op)" for o in ops], dtype=object)
-        start, end = np.asarray(t["start_ns"], float), np.asarray(t["end_ns"], float)
-        hbm = np.asarray(t.get("hbm_read_bytes", 0), float) + np.asarray(t.get("hbm_write_bytes", 0), float)
-        flops = np.asarray(t.get("model_flops", np.zeros(len(names))), float)
-        rows = []
-        for op in sorted(set(names.tolist())):
-            mine = names == op
-            busy = float(union_length(start[mine], end[mine]))
-            rows.append({"op": op, "instructions": int(mine.sum()), "busy_ns": busy,
-                         "share": busy / total if total else None, "hbm_bytes": int(hbm[mine].sum()),
-                         "model_flops": float(flops[mine].sum())})
+        rows = [{name: g.key, "instructions": g.instructions, "busy_ns": g.busy_ns,
+                 "share": g.busy_ns / total if total else None, "hbm_bytes": int(g.hbm_bytes),
+                 "model_flops": g.model_flops} for g in groups]
         return sorted(rows, key=lambda r: -r["busy_ns"])
 
     def _execution(self, execution: dict) -> dict:
@@ -98,6 +111,7 @@ class DeviceView(TimelineView):
         instruction = args.get("id")
         if instruction is None:
             return {}
+        source = instruction_source(args)
         before, after = self.device.dependencies(int(instruction))
         predecessors = [self._dependency(d) for d in before[:MAX_DEPENDENCIES]]
         successors = [self._dependency(d) for d in after[:MAX_DEPENDENCIES]]
@@ -105,6 +119,7 @@ class DeviceView(TimelineView):
         me = self.slice_summary(row)
         return {
             "instruction": int(instruction),
+            **({"source": source} if source is not None else {}),
             "predecessors": [p for p in predecessors if p],
             "successors": [s for s in successors if s],
             "upstream": [{**p, "from_row": row, "from": me, "flow": "semaphore"} for p in predecessors if p],
@@ -119,3 +134,11 @@ class DeviceView(TimelineView):
         item.update({"instruction": dependency.instruction, "semaphore": dependency.semaphore,
                      "value": dependency.value, "engine": self.trace.tracks[int(self.trace.slices.track[target])].name})
         return item
+
+
+def instruction_source(args: dict) -> dict | None:
+    """The source line an instruction came from: its NKI kernel line, or the line in its
+    compiled-graph label ({line, origin})."""
+    lines, _, origin = instruction_lines({"framework_op": [args.get("framework_op") or ""],
+                                          "nki_source_location": [args.get("nki_source_location") or ""]})
+    return {"line": lines[0], "origin": origin[0]} if lines[0] else None

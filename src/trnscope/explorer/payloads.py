@@ -47,20 +47,11 @@ def summary(session: Session) -> dict:
         gap["lane_title"] = view.lane_title(gap["track"])
         gap["before"] = view.slice_summary(gap["before_row"])["name"]
         gap["after"] = short_kernel_name(view.slice_summary(gap["after_row"])["name"])
-        gap["after_op"] = _op_of(view, gap["after_launcher_row"])
+        gap["after_op"] = analysis.launching_op(gap["after_row"])
     for step in out["steps"]:
         step["ts"] = step.pop("start_ns") - view.origin
     out["manifest"] = session.entry.manifest
     return out
-
-
-def _op_of(view, launcher_row: int) -> str:
-    """The framework op that made the launch after a gap (what the host was doing)."""
-    if launcher_row < 0:
-        return ""
-    s = view.trace.slices
-    parent = int(s.parent[launcher_row])
-    return view.trace.strings[int(s.name[parent])] if parent >= 0 else view.trace.strings[int(s.name[launcher_row])]
 
 
 def ops(session: Session) -> dict:

@@ -42,7 +42,8 @@ class Session:
     def system(self) -> SystemView:
         with self._lock:
             if self._system is None:
-                self._system = SystemView(self.profile, name=self.entry.display_name)
+                self._system = SystemView(self.profile, name=self.entry.display_name,
+                                          lines=lambda: self.analysis.execution_lines)
             return self._system
 
     @property

@@ -42,6 +42,7 @@ import torch.autograd.profiler as _autograd_profiler
 from .. import runtime
 from ..frames import user_stacklevel
 from ..runtime import observe
+from ..sourceline import user_line
 from .config import NeuronConfig, ProfileMode
 from .correlate import MARKER_PREFIX, SPAN_PREFIX, ClockMap, epoch_offset_ns
 from .hostsamples import HostSampler
@@ -96,6 +97,18 @@ def _device_bytes() -> int:
     return sum(memory.stats(rt.index).allocated + memory.cached_bytes(rt.index) for rt in runtime.cores())
 
 
+def _backward_caller():
+    """The user's line of a thread inside ``backward()`` (autograd's engine runs the backward
+    on its own threads while the calling thread waits in ``_engine_run_backward``), or None."""
+    for frame in sys._current_frames().values():
+        f = frame
+        while f is not None:
+            if f.f_code.co_name == "_engine_run_backward":
+                return user_line(f)
+            f = f.f_back
+    return None
+
+
 class Window(observe.Observer):
     """One recording window of a profiling session: what the runtime did while Kineto recorded.
 
@@ -135,6 +148,11 @@ class Window(observe.Observer):
         self.sample_hbm = cfg.has(ProfileMode.RUNTIME)
         self.native_tid: dict[int, int] = {}        # threading.get_ident() -> OS thread id
         self.span_of: dict[int, int] = {}           # execution seq -> number of its dispatch span
+        # with_stack=True: execution seq -> the line of the user's code that dispatched it (Kineto's
+        # python_function frames name only each function's first line)
+        self.with_stack = bool(getattr(prof, "with_stack", False))
+        self.source_of: dict[int, str] = {}
+        self.backward_of: dict[int, str] = {}  # seq -> the line that called backward() (autograd's thread)
         self.hook_errors: list[str] = []
         self.ended_on_exception: str | None = None  # "KeyError: 'x'" when the user's block raised
         self.sampler: HostSampler | None = None
@@ -149,6 +167,16 @@ class Window(observe.Observer):
         if self._holding:
             self._holding = False
             self.clock.release()
+
+    def source_args(self, seq: int) -> dict:
+        """The execution's source-line args for the exported traces (``source`` and/or
+        ``backward_source``; none without with_stack)."""
+        out = {}
+        if seq in self.source_of:
+            out["source"] = self.source_of[seq]
+        if seq in self.backward_of:
+            out["backward_source"] = self.backward_of[seq]
+        return out
 
     # --- runtime events (on the dispatching thread, inside the runtime's cut) ---------------
     def dispatch_begin(self) -> None:
@@ -182,6 +210,14 @@ class Window(observe.Observer):
             self.captured.append(ex)  # list.append is atomic: no lock for the common single-thread case
             if ex.thread not in self.native_tid:
                 self.native_tid[ex.thread] = threading.get_native_id()
+            if self.with_stack:
+                line = user_line(sys._getframe(1))
+                if line is not None:
+                    self.source_of[ex.seq] = str(line)
+                else:  # autograd's thread runs no user code: the line that called backward()
+                    caller = _backward_caller()
+                    if caller is not None:
+                        self.backward_of[ex.seq] = str(caller)
             if getattr(_tls, "depth", 0) > 0:  # inside a dispatch span: the span is the link
                 self.span_of[ex.seq] = _tls.span
             else:  # outside any span (a direct runtime call): a marker inside the op is the link

@@ -5,7 +5,8 @@ stays as torch writes it (``Input Dims``/shapes with ``record_shapes``, ``python
 with ``with_stack``, ``ProfilerStep#N``, ``fwdbwd`` flows, metadata). trnscope then
 
 * drops emulator machinery and folds structured ops (:func:`.correlate.classify`, the same
-  classification ``key_averages()`` uses);
+  classification ``key_averages()`` uses), and the allocator's ``[memory]`` instants recorded
+  inside emulator work (the host numerics' scratch tensors);
 * moves every timestamp onto the emulated clock (``ts`` stays in Kineto's units: µs from
   ``baseTimeNanoseconds``; emulated ns are put on the epoch axis with the window's offset);
 * adds, per completed device execution of the window:
@@ -33,6 +34,7 @@ from .correlate import classify, emulator_functions
 from .events import device_row_name
 
 HOST_CATEGORIES_SKIP = {"Trace"}
+MEMORY_EVENT = "[memory]"  # Kineto's allocator instants (profile_memory=True)
 RUNTIME_CAT = "privateuse1_runtime"
 DRIVER_CAT = "privateuse1_driver"
 RUNTIME_CALL = {"kernel": "nrt_execute", "h2d": "nrt_tensor_write", "d2h": "nrt_tensor_read",
@@ -85,6 +87,13 @@ class FrameworkView:
             if i in host_set or "ts" not in e or e.get("ph") == "M":
                 continue
             a = self.epoch(e["ts"])
+            if e.get("name") == MEMORY_EVENT and cm.in_cut(a, a):
+                # an allocation made inside emulator work is the emulator's own (the host numerics'
+                # scratch tensors: a NeuronCore backend allocates nothing on the host there);
+                # kept, each would be a spike of CPU memory at one emulated instant
+                drop.add(i)
+                self.dropped_internal += 1
+                continue
             s = cm.emulated(a)
             if e.get("ph") == "X":
                 t = cm.emulated(a + int(round(float(e.get("dur", 0)) * 1000)))
@@ -160,6 +169,8 @@ class FrameworkView:
             args = {"correlation": r.seq, "device": r.device, "op": r.op}
             if ext is not None:
                 args["External id"] = ext
+            source = w.source_args(r.seq)
+            args.update(source)
             if r.kind == "kernel":
                 args.update({"neff_id": str(r.neff_id), "neff_name": r.neff_name, "compile_ns": r.compile_ns})
             elif r.kind == "fallback":
@@ -174,6 +185,7 @@ class FrameworkView:
             dargs = {"device": r.device, "stream": 0, "correlation": r.seq, "op": r.op}
             if ext is not None:
                 dargs["External id"] = ext
+            dargs.update(source)
             if r.kind == "kernel":
                 s = r.timeline.summary if r.timeline is not None else {}
                 dargs.update({

@@ -140,6 +140,11 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     trace_doc = orjson.loads((src / "trace.json").read_bytes())
     moved = _schedule(system_doc, trace_doc, new_time, spec, result)
     _apply(system_doc, trace_doc, moved, new_summary)
+    recorded = trace_doc.get("trnscope")
+    retimed = {"from": str(src), "recorded": {k: manifest.get("window", {}).get(k) for k in ("target", "instance", "neuroncore")},
+               "target": spec.name, "overrides": list(overrides or [])}
+    if isinstance(recorded, dict):  # what the explorer's cards and compare read first
+        recorded.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore, retimed=retimed)
     write_json_atomic(out / "trace.json", trace_doc)
     if system_doc is not None:
         write_json_atomic(out / "system_trace.json", system_doc)
@@ -148,9 +153,8 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     window = manifest.setdefault("window", {})
     before = {k: window.get(k) for k in ("target", "instance", "neuroncore")}
     window.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore)
-    manifest["retimed"] = {"from": str(src), "recorded": before, "target": spec.name, "overrides": list(overrides or []),
-                           "relowered": result.relowered, "resimulated": result.resimulated,
-                           "host_intervals": "as recorded"}
+    manifest["retimed"] = {**retimed, "recorded": before, "relowered": result.relowered,
+                           "resimulated": result.resimulated, "host_intervals": "as recorded"}
     if result.resimulated:
         manifest.setdefault("warnings", []).append(
             f"{len(result.resimulated)} NEFF(s) had no recipe (compiled graphs, or recorded before recipes) and were "
@@ -170,54 +174,72 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
 @dataclass
 class _Moved:
     seq: int
-    ts_us: float
-    dur_us: float
+    start_ns: int  # on the trace's axis (``ts`` x 1000)
+    dur_ns: int
     queue_wait_ns: int  # waited behind earlier work after it could have started
+
+    @property
+    def ts_us(self) -> float:
+        return round(self.start_ns / 1000.0, 3)
+
+    @property
+    def dur_us(self) -> float:
+        return round(self.dur_ns / 1000.0, 3)
+
+
+def _ns(us) -> int:
+    """A trace time (us with 3 decimals, as trnscope writes them) as whole ns, exactly.
+
+    The queue is rebuilt in integers: trace times are absolute (about 5e12 us on a machine up for
+    weeks), where a double is spaced 2^-10 us, about 1 ns, apart, so adding and rounding them as
+    floats put about a fifth of the rebuilt starts 1-2 ns off. A parsed time is within half a
+    spacing (0.49 ns) of the number written, and so is its product by 1000: rounding it recovers
+    the written ns while times stay below 2^53 ns (104 days)."""
+    return int(round(float(us) * 1000))
 
 
 def _schedule(system_doc, trace_doc, new_time: dict[str, float], spec, result: RetimeResult) -> dict[int, _Moved]:
-    """New (start, duration) per execution seq, per NeuronCore in recorded order."""
+    """New (start, duration) per execution seq, per NeuronCore in recorded order, in whole ns."""
     events = (system_doc or trace_doc)["traceEvents"]
-    submits: dict[int, float] = {}
-    runs: list[tuple[float, int, int, str | None, float]] = []  # (recorded start, nc, seq, neff_id, dur)
-    launch_us = float(spec.neff_launch_latency_ns) / 1000.0
+    submits: dict[int, int] = {}
+    runs: list[tuple[int, int, int, str | None, int]] = []  # (recorded start, nc, seq, neff_id, dur), ns
+    launch_ns = int(spec.neff_launch_latency_ns)
     if system_doc is not None:
         for e in events:
             args = e.get("args") or {}
             if e.get("ph") != "X" or "seq" not in args:
                 continue
             if e.get("name") == "nrt_execute":
-                submits[int(args["seq"])] = float(e["ts"]) + float(e.get("dur", 0))
+                submits[int(args["seq"])] = _ns(e["ts"]) + _ns(e.get("dur", 0))
             elif e.get("name") == "nc_exec_running" or e.get("cat") == "dma":
-                runs.append((float(e["ts"]), int(args.get("nc", 0)), int(args["seq"]),
-                             str(args["neff_id"]) if "neff_id" in args else None, float(e.get("dur", 0))))
+                runs.append((_ns(e["ts"]), int(args.get("nc", 0)), int(args["seq"]),
+                             str(args["neff_id"]) if "neff_id" in args else None, _ns(e.get("dur", 0))))
     else:  # a framework trace only: its device-stream slices and their launches
         for e in events:
             args = e.get("args") or {}
             if e.get("ph") != "X" or "correlation" not in args:
                 continue
             if e.get("name") == "nrt_execute":
-                submits[int(args["correlation"])] = float(e["ts"]) + float(e.get("dur", 0))
+                submits[int(args["correlation"])] = _ns(e["ts"]) + _ns(e.get("dur", 0))
             elif e.get("cat") == "privateuse1_driver":
-                runs.append((float(e["ts"]), int(args.get("device", 0)), int(args["correlation"]),
-                             str(args["neff_id"]) if "neff_id" in args else None, float(e.get("dur", 0))))
-    free: dict[int, float] = {}
+                runs.append((_ns(e["ts"]), int(args.get("device", 0)), int(args["correlation"]),
+                             str(args["neff_id"]) if "neff_id" in args else None, _ns(e.get("dur", 0))))
+    free: dict[int, int] = {}
     moved: dict[int, _Moved] = {}
     for start, nc, seq, neff_id, dur in sorted(runs):
         if neff_id is not None and neff_id in new_time and seq in submits:
             # as the runtime queues it: the per-NEFF start is paid once the device is free and the
             # work submitted, so back-to-back executions pay it too (runtime.executor._enqueue)
-            submitted, overhead = submits[seq], launch_us
-            new_dur = round(new_time[neff_id]) / 1000.0  # whole ns, as the runtime queues it
+            submitted, overhead = submits[seq], launch_ns
+            new_dur = int(round(new_time[neff_id]))  # whole ns, as the runtime queues it
             result.executions += 1
-            result.device_time_before_ns += dur * 1000
+            result.device_time_before_ns += dur
             result.device_time_after_ns += new_time[neff_id]
         else:  # a copy (or an execution whose NEFF is not in the profile): its recorded length
-            submitted, overhead, new_dur = start, 0.0, dur
-        begin = max(submitted, free.get(nc, float("-inf"))) + overhead
+            submitted, overhead, new_dur = start, 0, dur
+        begin = max(submitted, free.get(nc, submitted)) + overhead
         free[nc] = begin + new_dur
-        moved[seq] = _Moved(seq, round(begin, 3), round(new_dur, 3),
-                            int(round((begin - submitted - overhead) * 1000)))
+        moved[seq] = _Moved(seq, begin, new_dur, begin - submitted - overhead)
     return moved
 
 
@@ -232,7 +254,7 @@ def _apply(system_doc, trace_doc, moved: dict[int, _Moved], summaries: dict[str,
         neff_id = str(args.get("neff_id")) if "neff_id" in args else None
         if neff_id in summaries:
             s = summaries[neff_id]
-            args["device_time_ns"] = int(round(m.dur_us * 1000))
+            args["device_time_ns"] = m.dur_ns
             for name in ("mfu_estimated_percent", "mbu_estimated_percent"):
                 if name in args:
                     args[name] = round(float(s.get(name) or 0.0), 4)
@@ -260,3 +282,41 @@ def _apply(system_doc, trace_doc, moved: dict[int, _Moved], summaries: dict[str,
                 ts = arrivals.get((kind, int(e["id"])))
                 if ts is not None:
                     e["ts"] = ts
+    if system_doc is not None:
+        _requeue(system_doc, moved)
+
+
+def _requeue(system_doc, moved: dict[int, _Moved]) -> None:
+    """The execution queue's ``queue_wait`` slices (submitted, waiting for the busy core) as the
+    new target's queue has them: moved and resized, dropped where an execution no longer waits,
+    added (on its core's queue lane) where one now does."""
+    events = system_doc["traceEvents"]
+    lanes: dict[int, tuple] = {}  # nc -> (pid, tid) of its queue lane
+    lane_of_seq: dict[int, int] = {}
+    for e in events:
+        args = e.get("args") or {}
+        if e.get("ph") == "X" and e.get("name") == "nrt_execute" and "seq" in args:
+            lane_of_seq[int(args["seq"])] = int(args.get("nc", 0))
+    kept = []
+    waiting = set()
+    for e in events:
+        args = e.get("args") or {}
+        if e.get("ph") == "X" and e.get("name") == "queue_wait" and "seq" in args:
+            seq = int(args["seq"])
+            lanes.setdefault(lane_of_seq.get(seq, 0), (e.get("pid"), e.get("tid")))
+            m = moved.get(seq)
+            if m is not None:
+                if m.queue_wait_ns <= 0:
+                    continue
+                e["ts"] = round((m.start_ns - m.queue_wait_ns) / 1000.0, 3)
+                e["dur"] = round(m.queue_wait_ns / 1000.0, 3)
+                args["queue_wait_ns"] = m.queue_wait_ns
+            waiting.add(seq)
+        kept.append(e)
+    for seq, m in moved.items():
+        lane = lanes.get(lane_of_seq.get(seq, -1))
+        if m.queue_wait_ns > 0 and seq not in waiting and lane is not None:
+            kept.append({"ph": "X", "cat": "neuron_rt", "name": "queue_wait", "pid": lane[0], "tid": lane[1],
+                         "ts": round((m.start_ns - m.queue_wait_ns) / 1000.0, 3), "dur": round(m.queue_wait_ns / 1000.0, 3),
+                         "args": {"seq": seq, "queue_wait_ns": m.queue_wait_ns}})
+    system_doc["traceEvents"] = kept

@@ -87,6 +87,8 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
                                     "reason": r.neff_name or "no neuron kernel", "nc": r.device}})
             continue
         rt_args = {"seq": r.seq, "nc": r.device, "op": r.op, "flow_out": b}
+        source = w.source_args(r.seq)
+        rt_args.update(source)
         if op is not None:
             rt_args["flow_in"] = a
         if r.kind == "kernel":
@@ -114,7 +116,8 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
                                "args": {"seq": r.seq, "neff_id": str(r.neff_id), "queue_wait_ns": r.queue_wait_ns}})
             s = r.timeline.summary if r.timeline is not None else {}
             hw_args = {"seq": r.seq, "nc": r.device, "neff_id": str(r.neff_id), "neff_name": r.neff_name,
-                       "framework_op": r.op, "flow_in": b, "device_time_ns": r.device_end_ns - r.device_start_ns,
+                       "framework_op": r.op, **source,
+                       "flow_in": b, "device_time_ns": r.device_end_ns - r.device_start_ns,
                        "instruction_count": s.get("instruction_count", 0),
                        "mfu_estimated_percent": round(s.get("mfu_estimated_percent", 0.0), 4),
                        "mbu_estimated_percent": round(s.get("mbu_estimated_percent", 0.0), 4),

@@ -30,6 +30,14 @@ export async function getJSON(url, { signal } = {}) {
 
 const enc = encodeURIComponent;
 
+// one definition of a timeline page's API route: boot.js's, from the page list it was given
+function timelineBase(id, pageName, params) {
+  const pages = window.__trnscopePages;
+  const page = pages && pages.list.find((p) => p.scope === "entry" && (pageName ? p.name === pageName : p.home));
+  if (!page || page.timeline === null) throw new Error(`no timeline page ${pageName || "(home)"}`);
+  return pages.timelineBase(page, id, params);
+}
+
 async function columns(url, response = null) {
   let answer;
   try {
@@ -90,9 +98,10 @@ export const api = {
   summary: (id) => getJSON(`/api/entries/${enc(id)}/summary`),
   ops: (id) => getJSON(`/api/entries/${enc(id)}/ops`),
   compare: (base, test) => getJSON(`/api/compare?base=${enc(base)}&test=${enc(test)}`),
-  // A timeline source: the system trace of an entry, or one NEFF's device trace.
-  source(id, device = null) {
-    const base = device ? `/api/entries/${enc(id)}/device/${enc(device.neff)}/${device.nc}` : `/api/entries/${enc(id)}`;
+  // A timeline source: the timeline of an entry page (explorer/pages; the home page, the system
+  // trace, by default) with the page's URL parameters, e.g. source(id, "device", {neff, nc}).
+  source(id, pageName = null, params = {}) {
+    const base = timelineBase(id, pageName, params);
     return {
       // px: also answer the level of detail of the whole trace at that width (saves a round trip).
       // Usually already asked for by the boot script (at about that width: the timeline asks

@@ -1,30 +1,23 @@
-// Entry point: a hash router over the views, and the top navigation.
+// Entry point: a hash router over the explorer's pages, and the top navigation. The pages are
+// declared on the server (explorer/pages: one module each) and arrive with index.html
+// (boot.js puts them in window.__trnscopePages):
 //
-//   #/                                   profiles
-//   #/p/<id>/system?t0=&t1=&row=         system trace (window and selection in the URL)
-//   #/p/<id>/ops                         operator table
-//   #/p/<id>/summary                     summary and recommendations
-//   #/p/<id>/query?sql=                  SQL over the profile's tables
-//   #/p/<id>/device/<neff>/<nc>?seq=     device trace of one NEFF on one NeuronCore
-//   #/compare/<base>/<test>              compare two profiles
+//   #/<page>/<params...>                 a global page (#/ is the home page: the profiles)
+//   #/p/<id>/<page>/<params...>?query    a page of one profile (#/p/<id> is its home page)
+//
+// Each page's module (its `script`) loads when first shown (index.html preloads the timeline
+// pages' modules); its default export draws it: render(main, {id, query, ...params}).
 
 import { applyTheme, currentTheme, initialTheme } from "./colors.js";
 import { el, fill } from "./format.js";
 import { entries, entryById, KIND_LABEL } from "./store.js";
 import { errorPanel } from "./views/common.js";
 
-// Views load when first shown: a page waits only for its own modules before it asks for data
-// (index.html still preloads them all, so switching pages costs no round trip).
-const lazy = (load, name) => async (...args) => (await load())[name](...args);
-const profilesView = lazy(() => import("./views/profiles.js"), "profilesView");
-const systemView = lazy(() => import("./views/system.js"), "systemView");
-const deviceView = lazy(() => import("./views/device.js"), "deviceView");
-const opsView = lazy(() => import("./views/ops.js"), "opsView");
-const summaryView = lazy(() => import("./views/summary.js"), "summaryView");
-const compareView = lazy(() => import("./views/compare.js"), "compareView");
-const queryView = lazy(() => import("./views/query.js"), "queryView");
-
 performance.mark("trnscope:main"); // the entry module ran (benchmarks read it)
+
+const PAGES = (window.__trnscopePages && window.__trnscopePages.list) || [];
+const pageOf = (scope, name) => PAGES.find((p) => p.scope === scope && (name ? p.name === name : p.home)) || null;
+const render = (page, main, args) => import(`./${page.script}`).then((module) => module.default(main, args));
 
 let main = null;
 let nav = null;
@@ -37,6 +30,11 @@ function parseHash() {
   return { parts, query: Object.fromEntries(new URLSearchParams(query || "")) };
 }
 
+// the URL's segments after the page name, by the page's parameter names
+function paramsOf(page, rest) {
+  return Object.fromEntries(page.params.map((name, i) => [name, rest[i]]));
+}
+
 async function route() {
   themeButton();
   main = document.getElementById("main");
@@ -45,37 +43,31 @@ async function route() {
   if (current && current.destroy) current.destroy();
   current = null;
   const { parts, query } = parseHash();
-  let page = "profiles";
-  let id = null;
   let result;
   document.body.dataset.page = "";
   try {
     if (parts[0] === "p" && parts[1]) {
-      id = parts[1];
-      page = parts[2] || "system";
-      renderNav(page, id, parts);
-      document.body.dataset.page = page;
+      const id = parts[1];
+      const page = pageOf("entry", parts[2]);
+      if (!page) throw new Error(`unknown page ${parts[2]}`);
+      const params = paramsOf(page, parts.slice(3));
+      renderNav(page, id, params);
+      document.body.dataset.page = page.name;
       // the entry's name arrives with the listing, asked for once the page is up: the view's own
       // data comes first
-      const named = () => entries().then(() => { if (mine === generation) renderNav(page, id, parts); }, () => null);
+      const named = () => entries().then(() => { if (mine === generation) renderNav(page, id, params); }, () => null);
       try {
-        if (page === "system") result = await systemView(main, { id, query });
-        else if (page === "ops") result = await opsView(main, { id });
-        else if (page === "summary") result = await summaryView(main, { id });
-        else if (page === "query") result = await queryView(main, { id, query });
-        else if (page === "device") result = await deviceView(main, { id, neff: parts[3], nc: parts[4], query });
-        else throw new Error(`unknown page ${page}`);
+        result = await render(page, main, { id, query, ...params });
       } finally {
         named();
       }
-    } else if (parts[0] === "compare") {
-      renderNav("compare", null, parts);
-      document.body.dataset.page = "compare";
-      result = await compareView(main, { base: parts[1], test: parts[2] });
     } else {
-      renderNav("profiles", null, parts);
-      document.body.dataset.page = "profiles";
-      result = await profilesView(main);
+      const page = pageOf("global", parts[0]);
+      if (!page) throw new Error(`unknown page ${parts[0]}`);
+      const params = paramsOf(page, parts.slice(1));
+      renderNav(page, null, params);
+      document.body.dataset.page = page.name;
+      result = await render(page, main, { query, ...params });
     }
   } catch (err) {
     fill(main, errorPanel(err, { title: "Something went wrong" }));
@@ -85,19 +77,21 @@ async function route() {
   document.body.dataset.ready = "1";
 }
 
-function renderNav(page, id, parts) {
-  const link = (href, label, active) => el(`a.tab${active ? ".active" : ""}`, { href }, label);
-  const items = [link("#/", "Profiles", page === "profiles"), link("#/compare", "Compare", page === "compare")];
+function renderNav(active, id, params) {
+  const link = (href, label, on) => el(`a.tab${on ? ".active" : ""}`, { href }, label);
+  const label = (page) => page.nav_title.replace(/\{(\w+)\}/g, (_, name) => params[name] ?? "");
+  const items = PAGES.filter((p) => p.scope === "global" && (p.nav || p === active))
+    .map((p) => link(p.home ? "#/" : `#/${p.name}`, p === active ? label(p) : p.title, p === active));
   if (id) {
     const entry = entryById(id);
     items.push(el("span.sep", {}, "›"),
       el("span.current", { title: entry ? entry.relpath : id }, entry ? entry.name : id),
-      entry ? el("span.badge.small", { "data-kind": entry.kind }, KIND_LABEL[entry.kind] || entry.kind) : null,
-      link(`#/p/${id}/system`, "System trace", page === "system"),
-      link(`#/p/${id}/ops`, "Operators", page === "ops"),
-      link(`#/p/${id}/summary`, "Summary", page === "summary"),
-      link(`#/p/${id}/query`, "SQL", page === "query"));
-    if (page === "device") items.push(link(location.hash, `Device trace · NC ${parts[4]}`, true));
+      entry ? el("span.badge.small", { "data-kind": entry.kind }, KIND_LABEL[entry.kind] || entry.kind) : null);
+    for (const p of PAGES.filter((q) => q.scope === "entry")) {
+      const offered = !p.kinds.length || !entry || p.kinds.includes(entry.kind);
+      if (p === active) items.push(link(location.hash, label(p), true));
+      else if (p.nav && offered) items.push(link(`#/p/${id}/${p.name}`, p.title, false));
+    }
   }
   fill(nav, ...items);
 }

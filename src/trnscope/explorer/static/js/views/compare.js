@@ -9,15 +9,16 @@ import { DataTable } from "../widgets/table.js";
 import { errorPanel, go, loading } from "./common.js";
 
 const FORMAT = {
-  wall_ns: fmtTime, device_time_ns: fmtTime, cpu_self_ns: fmtTime, idle_ns: fmtTime, hbm_bytes: fmtBytes,
-  executions: fmtCount, dispatches: fmtCount, programs: fmtCount, busy_share: fmtPct, launch_overhead_share: fmtPct,
+  wall_ns: fmtTime, busy_ns: fmtTime, device_time_ns: fmtTime, cpu_self_ns: fmtTime, idle_ns: fmtTime, hbm_bytes: fmtBytes,
+  executions: fmtCount, dispatches: fmtCount, programs: fmtCount, busy_share: fmtPct, window_busy_share: fmtPct,
+  launch_overhead_share: fmtPct,
   mfu_percent: (v) => fmtPercentValue(v), mbu_percent: (v) => fmtPercentValue(v),
 };
 
 // A difference of two percentages is in percentage points: "+2.3%" would read as a relative change.
 const points = (fraction) => (v) => `${(v * (fraction ? 100 : 1)).toFixed(1)} pp`;
 const DELTA_FORMAT = {
-  busy_share: points(true), launch_overhead_share: points(true), mfu_percent: points(false), mbu_percent: points(false),
+  busy_share: points(true), window_busy_share: points(true), launch_overhead_share: points(true), mfu_percent: points(false), mbu_percent: points(false),
 };
 
 export async function compareView(main, { base, test }) {
@@ -36,7 +37,7 @@ export async function compareView(main, { base, test }) {
   try { data = await api.compare(base, test); } catch (err) { fill(main, head, errorPanel(err, { title: "Cannot compare" })); return {}; }
 
   const summary = el("table.data-table.compare-summary", {},
-    el("thead", {}, el("tr", {}, ["Metric", `Base: ${data.base.name}`, `Test: ${data.test.name}`, "Δ", "Ratio"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["Metric", `Base: ${side(data.base)}`, `Test: ${side(data.test)}`, "Δ", "Ratio"].map((h) => el("th", {}, h)))),
     el("tbody", {}, data.summary.map((row) => {
       const f = FORMAT[row.key] || String;
       const better = improvement(row);
@@ -68,6 +69,25 @@ export async function compareView(main, { base, test }) {
   });
   filter.addEventListener("input", () => ops.setFilter(filter.value));
 
+  // NEFFs aligned by name: for a profile and its `trnscope retime` copy, each NEFF on both targets
+  const kernels = new DataTable({
+    columns: [
+      { key: "name", title: "NEFF / copy" },
+      { key: "status", title: "In", format: (v) => ({ both: "both", added: "test only", removed: "base only" }[v]) },
+      { key: "base_calls", title: "Base calls", align: "right", format: fmtCount },
+      { key: "test_calls", title: "Test calls", align: "right", format: fmtCount },
+      { key: "base_device_ns", title: "Base device", align: "right", format: fmtTime },
+      { key: "test_device_ns", title: "Test device", align: "right", format: fmtTime },
+      { key: "delta_device_ns", title: "Δ device", align: "right", format: (v) => fmtSigned(v, fmtTime) },
+      { key: "ratio", title: "Ratio", align: "right", format: fmtRatio },
+    ],
+    rows: (data.kernels || []).map((k) => ({ ...k, __key: k.name })), sortKey: "delta_device_ns",
+    rowClass: (r) => r.status, className: "compare-kernels",
+  });
+  const retimeNote = [data.base, data.test].some((s) => s.retimed)
+    ? el("p.muted.retime-note", {}, "A re-timed copy keeps the recorded host intervals: its device work moved, its host did not "
+      + "(a host that waited on the device would have waited a different time).") : null;
+
   const recs = el("div.two-col", {},
     el("div", {}, el("h4", {}, "Base findings"), el("ul", {}, data.base.recommendations.map((r) => el("li", {}, r)))),
     el("div", {}, el("h4", {}, "Test findings"), el("ul", {}, data.test.recommendations.map((r) => el("li", {}, r)))));
@@ -75,10 +95,11 @@ export async function compareView(main, { base, test }) {
   const stackA = el("div.timeline-host.stacked-host");
   const stackB = el("div.timeline-host.stacked-host");
   fill(main, head,
-    el("section", {}, el("h2", {}, "Summary"), summary, recs),
+    el("section", {}, el("h2", {}, "Summary"), retimeNote, summary, recs),
     el("section", {}, el("div.section-head", {}, el("h2", {}, "Operators"), filter), el("div.table-wrap", {}, ops.node)),
+    el("section", {}, el("h2", {}, "NEFFs and copies"), el("div.table-wrap", {}, kernels.node)),
     el("section", {}, el("h2", {}, "Timelines (synchronised, each from the start of its recorded activity)"),
-      el("h4", {}, `Base: ${data.base.name}`), stackA, el("h4", {}, `Test: ${data.test.name}`), stackB));
+      el("h4", {}, `Base: ${side(data.base)}`), stackA, el("h4", {}, `Test: ${side(data.test)}`), stackB));
   const timelines = [];
   // each timeline is measured from the start of its own recorded activity, so the first steps line up
   const sync = (from) => (t0, t1) => {
@@ -103,9 +124,16 @@ export async function compareView(main, { base, test }) {
   return { destroy() { a.destroy(); b.destroy(); } };
 }
 
+// A profile's name with its target and, for a `trnscope retime` copy, what it was re-timed from.
+function side(s) {
+  const notes = [s.target, s.retimed ? `retimed from ${s.retimed.from_target || "?"}${s.retimed.overrides.length ? ` with ${s.retimed.overrides.join(", ")}` : ""}` : null]
+    .filter(Boolean);
+  return notes.length ? `${s.name} (${notes.join("; ")})` : s.name;
+}
+
 function improvement(row) {
   if (row.delta === null || row.delta === 0) return null;
-  const higherIsBetter = ["busy_share", "mfu_percent", "mbu_percent"].includes(row.key);
+  const higherIsBetter = ["busy_share", "window_busy_share", "mfu_percent", "mbu_percent"].includes(row.key);
   return higherIsBetter ? row.delta > 0 : row.delta < 0;
 }
 
@@ -115,3 +143,5 @@ function picker(label, value, listing, onChange) {
     listing.entries.map((e) => el("option", { value: e.id, selected: e.id === value }, e.name)));
   return el("label.picker", {}, `${label} `, select);
 }
+
+export default compareView;

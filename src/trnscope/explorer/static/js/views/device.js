@@ -17,7 +17,7 @@ export async function deviceView(main, { id, neff, nc, query }) {
   const page = el("div.trace-page", {}, info, host, el("div.splitter"), pane);
   fill(main, page);
   const { flags, unsubscribe } = attachFlags(id, `device/${neff}/${Number(nc)}`, () => timeline);
-  const timeline = new Timeline(host, api.source(id, { neff, nc: Number(nc) }), {
+  const timeline = new Timeline(host, api.source(id, "device", { neff, nc }), {
     onFlag: flags.onFlag,
     toolbarExtra: flags.menu.node,
     onSelect: (details) => showInPane(pane, details ? renderDetails(details, { onJump: (item) => timeline.focus(item) }) : null),
@@ -73,6 +73,7 @@ function header(layout, id, seq) {
       el("div.engines", {}, bars)),
     el("div.legend", {}, el("span.muted", {}, "Colour = originating op: "), legend),
     opTable(layout.op_table || []),
+    lineTable(layout.line_table || []),
     executions.length ? el("details.executions", {}, el("summary", {}, `${executions.length} execution(s) of this NEFF in the profile`), el("ul", {}, executions)) : null);
 }
 
@@ -90,6 +91,19 @@ function opTable(rows) {
     el("summary", {}, `Time per op (${rows.length})`), table);
 }
 
+// Time per source line: inside a compiled graph (the FX nodes' lines) or an NKI kernel (the
+// kernel line of each ISA call); absent for a NEFF of one eager op.
+function lineTable(rows) {
+  if (!rows.length) return null;
+  const table = el("table.mini.line-time", {},
+    el("tr", {}, ["Source line", "From", "Ops", "Instructions", "Busy", "Share of the NEFF", "HBM bytes"].map((h) => el("th", {}, h))),
+    rows.map((r) => el("tr", {},
+      el("td.source-line", {}, r.line), el("td", {}, r.origin === "nki" ? "NKI kernel" : r.origin === "graph" ? "compiled graph" : "–"),
+      el("td", {}, r.ops.join(", ")), el("td", {}, fmtCount(r.instructions)), el("td", {}, fmtTime(r.busy_ns)),
+      el("td", {}, r.share === null ? "–" : fmtPercentValue(100 * r.share)), el("td", {}, fmtBytes(r.hbm_bytes)))));
+  return el("details.line-times", { open: true }, el("summary", {}, `Time per source line (${rows.length})`), table);
+}
+
 // Peak on-chip usage (from the NTFF's allocation table); NTFFs without one say so once.
 function memoryFigures(memory) {
   const spaces = [["sbuf", "SBUF peak"], ["psum", "PSUM peak"]].filter(([k]) => memory[k]);
@@ -105,3 +119,5 @@ function memoryFigures(memory) {
 function fig(label, value, title = undefined) {
   return el("div.figure", { title }, el("span.value", {}, value), el("span.label", {}, label));
 }
+
+export default deviceView;

@@ -123,3 +123,5 @@ function deviceButtons(id, neffId, ntff, name) {
     onclick: (e) => { e.stopPropagation(); go(deviceHash(id, { neff_id: neffId, nc })); },
   }, `Device trace NC ${nc}`)));
 }
+
+export default opsView;

@@ -117,7 +117,9 @@ const HOST_TIME = {
 function recordingLine(h) {
   const [label, tip] = HOST_TIME[h.host_time] || ["host time unknown", "Recorded before trnscope wrote host-time modes"];
   return el("p.recording.muted", {},
-    el("span.target", { title: "Emulated target" }, h.target || "target unknown"), " · ",
+    el("span.target", { title: "Emulated target" }, h.target || "target unknown"),
+    h.retimed_from ? el("span.retimed", { title: "A trnscope retime copy: device times re-simulated, host intervals as recorded" },
+      ` (retimed from ${h.retimed_from})`) : null, " · ",
     el("span.host-time", { title: tip }, label));
 }
 
@@ -154,3 +156,5 @@ function cardFigures(data) {
   for (const w of data.warnings || []) parts.push(el("p.warning", {}, w));
   return el("div", {}, parts);
 }
+
+export default profilesView;

@@ -11,6 +11,7 @@ const EXAMPLES = [
   ["Device time per NEFF", "SELECT name, count(*) AS calls, sum(dur_ns) AS device_ns, avg(dur_ns) AS avg_ns\nFROM executions GROUP BY name ORDER BY device_ns DESC"],
   ["Slowest ops' calls", "SELECT row, name, dur_ns, lane FROM slices\nWHERE cat = 'cpu_op' ORDER BY dur_ns DESC LIMIT 20"],
   ["Launch to start", "SELECT op, count(*) AS n, avg(ts_ns - submit_ns) AS avg_launch_to_start_ns\nFROM executions WHERE submit_ns >= 0 GROUP BY op ORDER BY 3 DESC"],
+  ["Device time per source line", "SELECT source, source_found, count(*) AS executions, sum(dur_ns) AS device_ns\nFROM executions GROUP BY ALL ORDER BY device_ns DESC"],
   ["Instructions by op and engine", "SELECT framework_op, engine, count(*) AS instructions, sum(duration_ns) AS busy_ns\nFROM instructions GROUP BY ALL ORDER BY busy_ns DESC"],
 ];
 
@@ -84,3 +85,5 @@ function tableList(tables, editor) {
       el("td", {}, el("a.link", { href: "#", onclick: (e) => { e.preventDefault(); editor.setRangeText(c.name, editor.selectionStart, editor.selectionEnd, "end"); editor.focus(); } }, el("code", {}, c.name))),
       el("td.muted", {}, c.about)))))));
 }
+
+export default queryView;

@@ -212,38 +212,59 @@ function limitsTable(limits, kernelNs) {
   return el("div.table-wrap", {}, table.node);
 }
 
+// Memory over time: one chart per device on one time axis (the span of all devices' samples), so
+// the devices line up. An allocation freed at the same instant (a Kineto trace's stamps are whole
+// microseconds) is drawn at least SPIKE units wide: a zero-width rise and fall drew nothing.
 function memorySection(memory, id) {
   if (!memory || !memory.devices.length) return null;
+  const times = memory.devices.flatMap((m) => m.points.map((p) => p[0]));
+  const span = times.length ? [Math.min(...times), Math.max(...times)] : [0, 1];
   return el("div.memory", {}, memory.devices.map((m) => el("div.memory-device", {},
     el("div", {}, el("b", {}, m.device), ` peak ${fmtBytes(m.peak_bytes)}`,
-      m.peak_reserved_bytes !== null ? `, reserved up to ${fmtBytes(m.peak_reserved_bytes)}` : "",
+      m.peak_reserved_bytes ? `, reserved up to ${fmtBytes(m.peak_reserved_bytes)}` : "",
       `; ${fmtCount(m.allocations)} allocations, ${fmtCount(m.frees)} frees (${m.source})`,
       m.peak_ts !== undefined ? el("button.small", { onclick: () => go(systemHash(id, { ts: m.peak_ts, dur: 0 })) }, "Show peak") : null),
-    sparkline(m.points, m.peak_bytes))));
+    sparkline(m.points, m.peak_bytes, span))));
 }
 
-function sparkline(points, peak) {
+const WIDTH = 600;
+const MARGIN = 6; // units kept free at each end, so a step at the first or last sample shows
+const SPIKE = 2;
+
+export function sparklinePath(points, peak, [t0, t1]) {
+  if (!points.length) return "";
+  const scale = (WIDTH - 2 * MARGIN) / Math.max(t1 - t0, 1);
+  const top = Math.max(peak, 1);
+  let path = `M0,60 L${MARGIN},60`;
+  let x = MARGIN;
+  let last = 0;
+  let lastY = 60;
+  for (const [t, v] of points) {
+    // time only moves right; a fall less than SPIKE after the rise before it is moved right, so
+    // the peak between them keeps a width
+    let at = Math.max(MARGIN + (t - t0) * scale, x);
+    if (v < last && at - x < SPIKE) at = Math.min(x + SPIKE, WIDTH);
+    const y = 58 - (v / top) * 54;
+    path += ` L${at.toFixed(1)},${lastY.toFixed(1)} L${at.toFixed(1)},${y.toFixed(1)}`;
+    x = at;
+    last = v;
+    lastY = y;
+  }
+  return `${path} L${WIDTH},${lastY.toFixed(1)} L${WIDTH},60 Z`;
+}
+
+function sparkline(points, peak, span) {
   const NS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(NS, "svg");
   svg.setAttribute("class", "sparkline");
-  svg.setAttribute("viewBox", "0 0 600 60");
+  svg.setAttribute("viewBox", `0 0 ${WIDTH} 60`);
   svg.setAttribute("preserveAspectRatio", "none");
   if (points.length) {
-    const t0 = points[0][0];
-    const t1 = Math.max(points[points.length - 1][0], t0 + 1);
-    const top = Math.max(peak, 1);
-    let path = `M0,60`;
-    let lastY = 60;
-    for (const [t, v] of points) {
-      const x = ((t - t0) / (t1 - t0)) * 600;
-      const y = 58 - (v / top) * 54;
-      path += ` L${x.toFixed(1)},${lastY.toFixed(1)} L${x.toFixed(1)},${y.toFixed(1)}`;
-      lastY = y;
-    }
-    path += ` L600,${lastY.toFixed(1)} L600,60 Z`;
     const area = document.createElementNS(NS, "path");
-    area.setAttribute("d", path);
+    area.setAttribute("d", sparklinePath(points, peak, span));
     svg.append(area);
   }
   return svg;
 }
+
+export default summaryView;

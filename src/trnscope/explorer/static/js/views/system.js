@@ -112,3 +112,5 @@ export function enableSplitter(page) {
     window.addEventListener("mouseup", up);
   });
 }
+
+export default systemView;

@@ -4,6 +4,17 @@
 import { el, fmtCount, fmtPct, fmtTime } from "../format.js";
 import { colorFor } from "../colors.js";
 
+const SOURCE_LABEL = { call: "line", frame: "function", backward: "backward of", "backward call": "backward() call",
+  graph: "compiled graph", nki: "NKI kernel" };
+const SOURCE_ORIGIN = {
+  call: "The line of your code that dispatched it (recorded with with_stack=True)",
+  frame: "The Python function of your code around it (Kineto names a frame by its first line)",
+  backward: "Autograd's backward of the forward op at this line",
+  "backward call": "Backward work with no forward op (gradient accumulation): the line that called backward()",
+  graph: "From the FX node's stack trace of the compiled graph",
+  nki: "The NKI kernel line that issued this instruction",
+};
+
 export function renderDetails(d, { onJump, onDevice } = {}) {
   const jump = (item) => el("a.link", { href: "#", onclick: (e) => { e.preventDefault(); onJump && onJump(item); } }, item.name);
   const parts = [];
@@ -15,6 +26,9 @@ export function renderDetails(d, { onJump, onDevice } = {}) {
     ["Start", fmtTime(d.ts)], ["Duration", fmtTime(d.dur)], ["Lane", d.lane_title], ["Depth", d.depth], ["Row", d.row],
   ];
   if (d.instruction !== undefined) facts.push(["Instruction", d.instruction]);
+  // the line of the user's code behind it (analysis.source_lines: how it was found)
+  if (d.source) facts.push(["Source line", el("span.source-line", { title: SOURCE_ORIGIN[d.source.origin] || "" },
+    d.source.line, el("span.muted", {}, ` · ${SOURCE_LABEL[d.source.origin] || d.source.origin}`))]);
   parts.push(factTable(facts));
   if (d.device_traces && d.device_traces.length) {
     parts.push(el("h4", {}, "Device traces"));
