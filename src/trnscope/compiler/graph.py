@@ -23,7 +23,7 @@ import torch
 import torch.fx as fx
 
 from ..hw import HardwareSpec, get_spec
-from ..isa import AP, Act, Activation, Alu, DType, Program, TensorReduce, TensorScalar, TensorTensor, hbm
+from ..isa import AP, Act, Activation, Alu, Program, TensorReduce, TensorScalar, TensorTensor, hbm
 from ..sourceline import SourceLine, display_path, op_label
 from .builder import KernelBuilder
 from .lnc import MakeBuilder, spread

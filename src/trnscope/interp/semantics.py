@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 import numpy as np
 
 from ..isa import (
-    AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Instruction, Iota, LoadStationary,
-    Memset, MultiplyMoving, PartitionReduce, ProgramError, Random, ScalarTensorTensor, Select, SemaphoreSet,
+    AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Gather, Instruction, Iota,
+    LoadStationary, Memset, MultiplyMoving, PartitionReduce, ProgramError, Random, ScalarTensorTensor, Select, SemaphoreSet,
     SemaphoreWait, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
 )
 from . import numerics as nm
@@ -278,6 +278,18 @@ def partition_reduce(m: Interpreter, ins: PartitionReduce) -> None:
     if ins.out.partitions != 1 or ins.out.free_size != ins.inp.free_size:
         raise ProgramError(f"partition reduce of {list(ins.inp.shape)} writes [1, {ins.inp.free_size}]")
     m.write(ins.out, nm.reduce(ins.alu, m.read(ins.inp), axis=0))
+
+
+@semantics(Gather)
+def gather(m: Interpreter, ins: Gather) -> None:
+    data = m.read(ins.data).reshape(ins.data.partitions, -1)
+    idx = m.read(ins.index).reshape(ins.index.partitions, -1).astype(np.int64)
+    bad = np.argwhere((idx < 0) | (idx >= data.shape[1]))
+    if bad.size:
+        p, i = (int(v) for v in bad[0])
+        raise ProgramError(f"gather index {int(idx[p, i])} at partition {ins.index.start + p}, element {i} is out "
+                           f"of range: each partition holds {data.shape[1]} elements")
+    m.write(ins.out, np.take_along_axis(data, idx, axis=1))
 
 
 @semantics(Random)

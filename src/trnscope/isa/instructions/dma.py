@@ -106,9 +106,12 @@ class Dma(DmaInstruction):
 
 
 def _rows_moved(table: AP, tile: AP) -> tuple[int, int, int]:
-    """(rows, bytes per row, bytes moved) of an indirect DMA: one descriptor per table row."""
-    row_bytes = table.free_size * table.dtype.itemsize
-    return tile.partitions, row_bytes, tile.partitions * row_bytes
+    """(descriptors, bytes per descriptor, bytes moved) of an indirect DMA: one descriptor per
+    contiguous run of a table row (a whole row when the row is dense)."""
+    run = max(1, min(table.contiguous_run(), table.free_size))
+    per_row = -(-table.free_size // run)
+    moved = tile.partitions * table.free_size * table.dtype.itemsize
+    return tile.partitions * per_row, run * table.dtype.itemsize, moved
 
 
 def _check_indirect(table: AP, index: AP, tile: AP) -> None:
@@ -137,8 +140,8 @@ class DmaGather(DmaInstruction):
         _check_indirect(self.table, self.index, self.dst)
 
     def transfer(self, spec: HardwareSpec) -> DmaShape:
-        rows, row_bytes, moved = _rows_moved(self.table, self.dst)
-        return DmaShape(rows, row_bytes, hbm_rate(spec, moved, moved), spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
+        descriptors, desc_bytes, moved = _rows_moved(self.table, self.dst)
+        return DmaShape(descriptors, desc_bytes, hbm_rate(spec, moved, moved), spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
                         moved, 0, self.index.nbytes, moved)
 
 
@@ -157,7 +160,7 @@ class DmaScatter(DmaInstruction):
         _check_indirect(self.table, self.index, self.src)
 
     def transfer(self, spec: HardwareSpec) -> DmaShape:
-        rows, row_bytes, moved = _rows_moved(self.table, self.src)
+        descriptors, desc_bytes, moved = _rows_moved(self.table, self.src)
         hbm_r = moved if self.accumulate else 0
-        return DmaShape(rows, row_bytes, hbm_rate(spec, moved, hbm_r + moved),
+        return DmaShape(descriptors, desc_bytes, hbm_rate(spec, moved, hbm_r + moved),
                         spec.dma_fixed_latency_ns + DGE_LATENCY_NS, hbm_r, moved, self.index.nbytes + moved, 0)
