@@ -323,7 +323,7 @@ def _scatter_reduce(ctx: LoweringContext) -> None:
 
 # --- index_add / index_copy / index_fill: whole slices along dim --------------------------------------
 
-SLICE_MAX = 16384   # elements of one slice moved per indirect DMA row (64 KiB of FP32 per partition)
+SLICE_MAX = 8192    # elements of one slice moved per indirect DMA row (32 KiB of FP32 per partition)
 ONEHOT_PASSES = 5   # VectorE passes over each (k, j) pair of the one-hot kernel: compare, select, reduce
 
 
@@ -397,6 +397,7 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, 
         else:
             kb.emit(Memset(out=fill, value=float(value)))
     held: list[AP] = []
+    lag: list[AP] = []
     for r0 in range(0, J, P):
         rows = min(P, J - r0)
         raw = kb.tile(rows, (1,), idx.dtype)
@@ -412,27 +413,30 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, 
         for c0, w in cuts:
             shape_dims = odims[:-1] + [(odims[-1][0], w)]
             n = prod(sz for _, sz in shape_dims)
+            cur = []
             if source:
                 sd = sdims[:-1] + [(sdims[-1][0], w)]
                 st = kb.tile(rows, (n,), src_m.dtype)
                 kb.dma(q_in, hbm(ctx.inputs[2], rows, src_m.stride[dim], sd, src_m.dtype,
                                  offset=src_m.offset + r0 * src_m.stride[dim] + c0 * sdims[-1][0]), st)
-                made.append(st)
+                cur.append(st)
                 if alpha != 1.0:
                     sc = kb.tile(rows, (n,), F32)
                     kb.emit(TensorScalar(inp=st, out=sc, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
-                    made.append(sc)
+                    cur.append(sc)
                     st = sc
             else:
                 st = kb.tile(rows, (n,), out.dtype)
                 kb.copy(fill.rows(0, rows).view(0, [(0, n)]), st)
-                made.append(st)
+                cur.append(st)
             table = hbm(ctx.outputs[0], K, out.stride[dim], shape_dims, out.dtype,
                         offset=out.offset + c0 * odims[-1][0])
             kb.emit(DmaScatter(queue=q_sc, src=st, index=it, table=table, accumulate=mode == "sum"))
+            kb.release(*lag)   # the previous piece's tiles, one piece late (double buffering)
+            lag = cur
         kb.release(*held)
         held = made
-    kb.release(*held)
+    kb.release(*held, *lag)
     if fill is not None:
         kb.release(fill)
     return True
