@@ -18,7 +18,7 @@ import itertools
 from dataclasses import dataclass
 from math import prod
 
-from ...isa import AP, DType, TensorTranspose, hbm
+from ...isa import AP, Act, Activation, DType, TensorTranspose, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
@@ -156,7 +156,10 @@ class RowStores:
         col = st[1] % self.group
         if col == 0:
             st[2] = kb.tile(P, (self.group,), dtype)
-        kb.copy(res, st[2].view(col, [(1, 1)]))
+        if dtype.is_float:   # ScalarE: VectorE usually carries the row work
+            kb.emit(Activation(func=Act.COPY, inp=res, out=st[2].view(col, [(1, 1)])))
+        else:
+            kb.copy(res, st[2].view(col, [(1, 1)]))
         st[1] += 1
         if st[1] % self.group == 0:
             self._flush(tensor)
