@@ -196,7 +196,7 @@ def _native_group_norm(ctx: LoweringContext) -> None:
             load(kb, qin[0], ctx.inputs[0], x.dtype, t.offsets[0], t.pstrides[0], rows, plan.dims(0), xt)
             tiles.append(xt)
 
-        def piece_of(c0: int, w: int, q: int) -> AP:
+        def piece_of(c0: int, w: int, q: int, xt=xt, rows=rows, t=t) -> AP:
             if resident:
                 return xt.view(c0, [(1, w)])
             pt = kb.tile(rows, (w,), x.dtype)

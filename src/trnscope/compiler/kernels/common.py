@@ -145,17 +145,17 @@ class RowStores:
         self.state: dict[int, list] = {}   # output tensor -> [base offset, tiles collected, buffer, dtype]
 
     def store(self, res: AP, tensor: int, dtype: DType, offset: int, pstride: int, rows: int) -> None:
-        kb, P = self.kb, self.kb.spec.partitions
+        kb, parts = self.kb, self.kb.spec.partitions
         st = self.state.get(tensor)
-        fits = rows == P and pstride == 1 and res.dtype == dtype and dtype.itemsize <= 4 and self.group > 1
+        fits = rows == parts and pstride == 1 and res.dtype == dtype and dtype.itemsize <= 4 and self.group > 1
         if st is None and fits:
             st = self.state[tensor] = [offset, 0, None, dtype]
-        if st is None or not fits or offset != st[0] + st[1] * P:
+        if st is None or not fits or offset != st[0] + st[1] * parts:
             store(kb, self.q, res, tensor, dtype, offset, pstride, rows, [(1, 1)])
             return
         col = st[1] % self.group
         if col == 0:
-            st[2] = kb.tile(P, (self.group,), dtype)
+            st[2] = kb.tile(parts, (self.group,), dtype)
         if dtype.is_float:   # ScalarE: VectorE usually carries the row work
             kb.emit(Activation(func=Act.COPY, inp=res, out=st[2].view(col, [(1, 1)])))
         else:
@@ -165,15 +165,15 @@ class RowStores:
             self._flush(tensor)
 
     def _flush(self, tensor: int) -> None:
-        kb, P = self.kb, self.kb.spec.partitions
+        kb, parts = self.kb, self.kb.spec.partitions
         base, n, buf, dtype = self.state[tensor]
         cols = n % self.group or self.group
         first = n - cols
-        ps = kb.psum_tile(cols, (P,), dtype)
+        ps = kb.psum_tile(cols, (parts,), dtype)
         kb.emit(TensorTranspose(src=buf.view(0, [(1, cols)]), dst=ps))
-        rows_t = kb.tile(cols, (P,), dtype)
+        rows_t = kb.tile(cols, (parts,), dtype)
         kb.copy(ps, rows_t)
-        kb.dma(self.q, rows_t, hbm(tensor, cols, P, [(1, P)], dtype, offset=base + first * P))
+        kb.dma(self.q, rows_t, hbm(tensor, cols, parts, [(1, parts)], dtype, offset=base + first * parts))
         kb.release(ps, rows_t, buf)
         self.state[tensor][2] = None
 

@@ -431,7 +431,7 @@ def _gather(ctx: LoweringContext) -> None:
     each partition (``nki.isa.nc_n_gather``, which NKI documents as the efficient alternative to an
     indirect DMA); HBM sees each byte once. Longer rows fall back to one indirect DMA per element
     (the address computed on VectorE), 4-byte descriptors each as costly as a 2 KiB one."""
-    x, idx, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
+    x, idx = ctx.call.inputs[0], ctx.call.inputs[1]
     nd = max(idx.ndim, 1)
     dim = int(attr(ctx, "dim", 0)) % nd
     K = x.shape[dim] if x.ndim else 1
