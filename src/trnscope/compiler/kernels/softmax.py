@@ -178,6 +178,18 @@ def _lower_safe_softmax(ctx: LoweringContext) -> None:
 
 # --- backward -----------------------------------------------------------------------------------------
 
+def _apply_gradient(kb, log: bool, gt, yt, s_neg, tmp, ot) -> None:
+    """The input gradient from grad and the forward output, given s_neg = -(row sum): of grad for
+    log-softmax (grad - exp(y) * sum(grad)), of grad * y for softmax (y * (grad - sum(grad * y)))."""
+    if log:
+        kb.emit(Activation(func=Act.EXP, inp=yt, out=tmp))
+        kb.emit(TensorScalar(inp=tmp, out=tmp, alu0=Alu.MULTIPLY, scalar0=s_neg))
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=gt, in1=tmp, out=ot))
+    else:
+        kb.emit(Activation(func=Act.COPY, inp=gt, out=tmp, bias=s_neg))   # ScalarE shifts
+        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=yt, out=ot))
+
+
 def _softmax_backward(ctx: LoweringContext, log: bool) -> None:
     g, y, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
     shape = out.shape
@@ -195,18 +207,13 @@ def _softmax_backward(ctx: LoweringContext, log: bool) -> None:
         s = scratch(kb, rows, 1)
         tmp = scratch(kb, rows, cols)
         if log:
-            # grad - exp(y) * sum(grad)
             kb.emit(TensorReduce(alu=Alu.ADD, inp=gt, out=s, negate=True))
-            kb.emit(Activation(func=Act.EXP, inp=yt, out=tmp))
-            kb.emit(TensorScalar(inp=tmp, out=tmp, alu0=Alu.MULTIPLY, scalar0=s))
-            kb.emit(TensorTensor(alu=Alu.ADD, in0=gt, in1=tmp, out=ot))
         else:
-            # y * (grad - sum(grad * y)): VectorE multiplies, ScalarE add-reduces and shifts
+            # VectorE multiplies, ScalarE add-reduces
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=gt, in1=yt, out=tmp))
             kb.emit(Activation(func=Act.COPY, inp=tmp, out=tmp, accum_out=s))
             kb.emit(TensorScalar(inp=s, out=s, alu0=Alu.MULTIPLY, scalar0=-1.0))
-            kb.emit(Activation(func=Act.COPY, inp=gt, out=tmp, bias=s))
-            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=yt, out=ot))
+        _apply_gradient(kb, log, gt, yt, s, tmp, ot)
 
     if cols * (g.dtype.itemsize + y.dtype.itemsize + 4 + out.dtype.itemsize) <= ONE_PASS_BYTES:
         emit_rows(ctx, shape, [dim], ins, outs, compute)
@@ -255,13 +262,7 @@ def _softmax_backward_long(ctx: LoweringContext, shape, dim: int, log: bool) -> 
             gt, yt = piece(j, w, dims, offs, 0), piece(j, w, dims, offs, 1)
             tmp = kb.tile(rows, (w,), F32)
             ot = kb.tile(rows, (w,), out.dtype)
-            if log:
-                kb.emit(Activation(func=Act.EXP, inp=yt, out=tmp))
-                kb.emit(TensorScalar(inp=tmp, out=tmp, alu0=Alu.MULTIPLY, scalar0=s_neg))
-                kb.emit(TensorTensor(alu=Alu.ADD, in0=gt, in1=tmp, out=ot))
-            else:
-                kb.emit(Activation(func=Act.COPY, inp=gt, out=tmp, bias=s_neg))
-                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=yt, out=ot))
+            _apply_gradient(kb, log, gt, yt, s_neg, tmp, ot)
             store(kb, qout, ot, ctx.outputs[0], out.dtype, t.offsets[2] + offs[2], t.pstrides[2], rows, dims[2])
             kb.release(*lag)
             lag = [gt, yt, tmp, ot]
