@@ -99,6 +99,9 @@ CALLS = {
     "aten::nll_loss_forward": lambda: ((_m(N, 32000), _idx(N, 32000), None, 1, -100), {}),
     "aten::nll_loss_backward": lambda: ((_m(()), _m(N, 32000), _idx(N, 32000), None, 1, -100, _m(())), {}),
     "aten::native_layer_norm": lambda: ((_x(), [N], _m(N), _m(N), 1e-5), {}),
+    "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
+                           "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
+                           "neither hides the other",
     "aten::native_layer_norm_backward": lambda: ((_x(), _x(), [N], _m(N, 1), _m(N, 1), _m(N), _m(N),
                                                   [True, True, True]), {}),
     "aten::rms_norm": lambda: ((_x(), [N], _m(N), 1e-6), {}),
@@ -317,11 +320,11 @@ def sweep(ops: list[str], targets=TARGETS, progress=None) -> list[Row]:
 # why the ops that stay above TARGET_RATIO cannot reach it (matched on the op name or its prefix
 # before "."); each names the kernel's limiter as the simulator shows it, with the arithmetic
 _SCATTER = ("an element scatter along the dim (a 2-D index: every element has its own target) has no "
-            "contiguous run to move: an indirect DMA would spend one descriptor per 4-byte element, each "
-            "priced at S6's 2 KiB knee (1M x 2400 B / (16 x 17 B/ns) = 9.3 ms on trn1, 210x), so the kernel "
-            "matches on VectorE instead (kernels/scatter.py: K x J compare/select/reduce per row, about "
-            "5 VectorE passes over 1M pairs per 128 rows); an index that is the same across each slice "
-            "(idx.expand) takes the indirect-DMA slice path of index_add and runs at HBM speed")
+            "contiguous run to move: the indirect DMA (kernels/scatter.py, chosen over VectorE one-hot "
+            "matching when the dim is long) spends one descriptor per 4-byte element, each priced at S6's "
+            "2 KiB knee: 1M x 2400 B / (16 x 17 B/ns) = 9.3 ms on trn1 (an accumulating one reads and "
+            "writes HBM, 12 ms), against 44-54 us to move the bytes; an index that is the same across each "
+            "slice (idx.expand) takes index_add's slice path and runs at HBM speed")
 _SLICES = ("HBM-bound: self is copied to the output (HBM -> HBM) before the indirect-DMA scatter of the "
            "slices, because which rows the index overwrites is known only at run time: 1.33x (index_copy), "
            "1.5x (index_fill) and 1.67x (index_add, whose accumulate reads each row it adds to) the bound's "
@@ -355,6 +358,9 @@ WHY = {
     "aten::native_layer_norm": "compute-bound on VectorE: bn_stats plus the weight multiply and the bias add "
                                "at FP32's 2 cycles per element (about 7 us of VectorE per 128-row tile, against "
                                "6.4 us of DMA)",
+    "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
+                           "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
+                           "neither hides the other",
     "aten::native_layer_norm_backward": "compute-bound on VectorE/ScalarE: five row passes (g * w, two row "
                                         "sums, the correction, the scale) per element against three DMA passes",
 }

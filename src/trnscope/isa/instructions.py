@@ -451,7 +451,8 @@ class Dma(Instruction):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DmaGather(Instruction):
-    """Indirect DMA: dst[p, :] = table row index[p, 0] (descriptors built by the DMA generation engine).
+    """Indirect DMA: dst[p, f*R:(f+1)*R] = table row index[p, f] (descriptors built by the DMA generation
+    engine), R = a row's elements; an index tile of one column gathers one row per partition.
 
     ``table`` is an HBM pattern whose partition dim walks rows (``pstride`` = row stride in
     elements, ``partitions`` = number of rows) and whose free dims describe one row.
@@ -468,7 +469,9 @@ class DmaGather(Instruction):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DmaScatter(Instruction):
-    """Indirect DMA the other way: table row index[p, 0] (+)= src[p, :] (added when ``accumulate``)."""
+    """Indirect DMA the other way: table row index[p, f] (+)= src[p, f*R:(f+1)*R] (added when
+    ``accumulate``); rows are written in (partition, column) order, so of two writes to one row the
+    later one stays."""
     ENGINE: ClassVar[Engine] = Engine.DMA
     OPCODE: ClassVar[str] = "DMA_SCATTER"
     READS: ClassVar[tuple[str, ...]] = ("src", "index")

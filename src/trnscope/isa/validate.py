@@ -367,10 +367,10 @@ def _check_engine_rules(ins: Instruction, spec: HardwareSpec, where: str, statio
     elif isinstance(ins, Dma):
         _check_dma(ins, where)
     elif isinstance(ins, (DmaGather, DmaScatter)):
-        if not ins.index.dtype.name.startswith(("int", "uint")) or ins.index.free_size != 1:
-            raise ProgramError(f"{where}: the index tile must be an integer [P, 1] tile")
+        if not ins.index.dtype.name.startswith(("int", "uint")):
+            raise ProgramError(f"{where}: the index tile must be an integer tile")
         tile = ins.dst if isinstance(ins, DmaGather) else ins.src
-        if tile.partitions != ins.index.partitions or tile.free_size != ins.table.free_size:
+        if tile.partitions != ins.index.partitions or tile.free_size != ins.table.free_size * ins.index.free_size:
             raise ProgramError(f"{where}: indirect DMA moves rows of {ins.table.free_size} elements into a "
                                f"{tile.shape} tile indexed by {ins.index.shape}")
     if ins.engine.value in ("vector", "scalar", "gpsimd"):

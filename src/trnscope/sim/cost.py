@@ -153,7 +153,7 @@ def dma_shape(ins: Dma | DmaGather | DmaScatter, spec: HardwareSpec) -> DmaShape
     run = max(1, min(ins.table.contiguous_run(), ins.table.free_size))
     per_row = -(-ins.table.free_size // run)
     row_bytes = ins.table.free_size * ins.table.dtype.itemsize
-    rows = tile.partitions
+    rows = tile.partitions * ins.index.free_size   # one table row per index element
     idx_bytes = ins.index.nbytes
     moved = rows * row_bytes
     desc, desc_bytes = rows * per_row, run * ins.table.dtype.itemsize
