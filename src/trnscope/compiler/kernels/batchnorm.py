@@ -151,7 +151,7 @@ def _batch_norm_with_update(ctx: LoweringContext) -> None:
     _batch_norm(ctx, True, 1, 2, 3, 4, float(attr(ctx, "momentum", 0.1)), float(attr(ctx, "eps", 1e-5)))
 
 
-GROUP_PIECE = 8192   # elements of a (sample, group) row normalised at a time
+GROUP_PIECE = 4096   # elements of a (sample, group) row normalised at a time
 
 
 def _group_pieces(cg: int, HW: int, width: int) -> list[tuple[int, int, int, int, int]]:

@@ -139,8 +139,9 @@ class RowStores:
     the stores between its cores. Anything else (a partial tile, strided or 8-byte results) is
     stored as before."""
 
-    def __init__(self, kb: KernelBuilder, queue: int, tiles: int):
+    def __init__(self, kb: KernelBuilder, queue: int, tiles: int, scalar_copies: bool = False):
         self.kb, self.q = kb, queue
+        self.scalar_copies = scalar_copies   # ScalarE copies the results (when VectorE carries the rows)
         self.group = max(1, min(kb.spec.partitions, tiles // 2))
         self.state: dict[int, list] = {}   # output tensor -> [base offset, tiles collected, buffer, dtype]
 
@@ -156,7 +157,7 @@ class RowStores:
         col = st[1] % self.group
         if col == 0:
             st[2] = kb.tile(parts, (self.group,), dtype)
-        if dtype.is_float:   # ScalarE: VectorE usually carries the row work
+        if self.scalar_copies and dtype.is_float:
             kb.emit(Activation(func=Act.COPY, inp=res, out=st[2].view(col, [(1, 1)])))
         else:
             kb.copy(res, st[2].view(col, [(1, 1)]))
@@ -172,7 +173,10 @@ class RowStores:
         ps = kb.psum_tile(cols, (parts,), dtype)
         kb.emit(TensorTranspose(src=buf.view(0, [(1, cols)]), dst=ps))
         rows_t = kb.tile(cols, (parts,), dtype)
-        kb.copy(ps, rows_t)
+        if self.scalar_copies and dtype.is_float:
+            kb.emit(Activation(func=Act.COPY, inp=ps, out=rows_t))
+        else:
+            kb.copy(ps, rows_t)
         kb.dma(self.q, rows_t, hbm(tensor, cols, parts, [(1, parts)], dtype, offset=base + first * parts))
         kb.release(ps, rows_t, buf)
         self.state[tensor][2] = None

@@ -113,7 +113,7 @@ def _arg_reduce(ctx: LoweringContext, largest: bool, with_values: bool) -> None:
     kb.emit(Memset(out=big, value=float(INT_MAX)))
     idx_out = outs[1] if with_values else outs[0]
     held: list[AP] = []
-    rows_out = RowStores(kb, qout, len(plan.tiles))
+    rows_out = RowStores(kb, qout, len(plan.tiles), scalar_copies=True)
     for ti, t in enumerate(plan.tiles):
         rows = t.rows
 

@@ -138,7 +138,7 @@ def emit_matvec(ctx: LoweringContext, a_slot: int, v_slot: int, bias: int | None
         bias_cols = kb.tile(P, (T,), F32)
         kb.emit(TensorScalar(inp=src, out=bias_cols, alu0=Alu.MULTIPLY, scalar0=float(beta)))
         kb.release(raw)
-    rows_out = RowStores(kb, qout, len(tiles))
+    rows_out = RowStores(kb, qout, len(tiles), scalar_copies=True)
     held: list[AP] = []
     older: list[AP] = []
     for ti, m0 in enumerate(tiles):
