@@ -136,9 +136,22 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     total = sum(w for _, w in sink_weight)
     masks = [0] * n
     if n_cores == 2:
-        cut = _pair_cut(sink_weight, feeds, loads, total)
-        for k, (i, _) in enumerate(sink_weight):
-            masks[i] = 1 << (k >= cut)
+        # each framework op's stores are halved on their own (a compiled graph's ops run one after
+        # the other, each over both cores); an op with one store goes to the core with fewer bytes
+        by_op: dict[int, list[tuple[int, int]]] = {}
+        for i, w in sink_weight:
+            by_op.setdefault(instrs[i].op, []).append((i, w))
+        load_on = [0, 0]
+        for group in by_op.values():
+            if len(group) == 1:
+                core = 0 if load_on[0] <= load_on[1] else 1
+                masks[group[0][0]] = 1 << core
+                load_on[core] += group[0][1]
+                continue
+            cut = _pair_cut(group, feeds, loads, sum(w for _, w in group))
+            for k, (i, w) in enumerate(group):
+                masks[i] = 1 << (k >= cut)
+                load_on[k >= cut] += w
     else:
         acc = 0
         for i, w in sink_weight:

@@ -351,10 +351,14 @@ WHY = {
     "aten::native_batch_norm": "two passes over x (the statistics of a channel need all of it before any "
                                "element is normalised): 1.5x the bound's bytes, at one core's DMA rate on trn1",
     "aten::_native_batch_norm_legit": "as native_batch_norm", "aten::_batch_norm_with_update": "as native_batch_norm",
-    "aten::mv": "the matrix-vector product runs through the matmul kernel (kernels/matmul.py), which moves the "
-                "vector and the result one element per partition (4-byte descriptors at the 2 KiB knee: about "
-                "2048 x 141 ns / 16 engines = 18 us on trn1) and the matrix by DMA transpose",
+    "aten::mv": "the matrix-vector product on VectorE (FP32 products, 2 cycles per element) and ScalarE (row "
+                "sums): the products take about as long as the transfers at one core's DMA rate on trn1 (272 of "
+                "410 GB/s), so the two do not hide each other; within 2x on trn2",
     "aten::addmv": "as mv, plus the bias vector",
+    "aten::native_group_norm": "a (sample, group) row of 32768 elements (64 channels of 64x64 in 8 groups) is too "
+                               "long to hold between the statistics and the normalisation, so x is read twice "
+                               "(1.5x the bound's bytes), and the weight multiply and bias add run on VectorE at "
+                               "FP32's 2 cycles per element",
     "aten::native_layer_norm": "compute-bound on VectorE: bn_stats plus the weight multiply and the bias add "
                                "at FP32's 2 cycles per element (about 7 us of VectorE per 128-row tile, against "
                                "6.4 us of DMA)",
