@@ -136,11 +136,13 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     total = sum(w for _, w in sink_weight)
     masks = [0] * n
     if n_cores == 2:
-        # each framework op's stores are halved on their own (a compiled graph's ops run one after
-        # the other, each over both cores); an op with one store goes to the core with fewer bytes
+        # the stores of each HBM tensor (an op's output, or a compiled graph's scratch between ops)
+        # are halved on their own: a graph's ops run one after the other, each over both cores; a
+        # tensor written by one store goes to the core with fewer bytes
         by_op: dict[int, list[tuple[int, int]]] = {}
         for i, w in sink_weight:
-            by_op.setdefault(instrs[i].op, []).append((i, w))
+            tensor = next(ap.tensor for ap in instrs[i].writes() if ap.space is hbm_space)
+            by_op.setdefault(tensor, []).append((i, w))
         load_on = [0, 0]
         for group in by_op.values():
             if len(group) == 1:
