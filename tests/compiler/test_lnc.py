@@ -126,6 +126,20 @@ def test_spread_kernels_compute_the_same_numbers():
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
 
 
+def test_the_pair_splits_between_row_tiles_so_no_tile_is_loaded_twice():
+    """A fused rms_norm stores two results per 128-row tile (the output and its rstd): the byte-balanced
+    cut of 1000 rows fell between them, and both cores loaded that tile. Cut at a tile boundary, the
+    pair reads x once: only the weight, broadcast into each core's partitions, is read per core."""
+    x, w = meta(1000, 4096, dtype=torch.float32), meta(4096, dtype=torch.float32)
+    read = {}
+    for spec in (LNC1, LNC2):
+        out = aten._fused_rms_norm.default(x, [4096], w, 1e-6)
+        p = lower(from_aten(aten._fused_rms_norm.default, (x, [4096], w, 1e-6), {}, out), spec)
+        read[spec.lnc] = simulate(p, spec).summary["hbm_read_bytes"]
+    weight_per_core = 128 * 4096 * 4
+    assert read[2] - read[1] == weight_per_core
+
+
 def test_a_kernel_with_one_store_stays_on_one_core():
     p = _program(LNC2, aten.sum.default, meta(256, 512, dtype=torch.float32))
     assert p.physical_cores() == (1, None)

@@ -58,6 +58,12 @@ def test_vector_products(dtype):
     check(aten.mv.default, a, v, **tol(dtype))
     check(aten.addmv.default, rand(200, dtype=dtype, seed=16), a, v, beta=0.5, alpha=-1.0, **tol(dtype))
     check(aten.dot.default, v, rand(150, dtype=dtype, seed=17), **tol(dtype))
+    # many row tiles (results stored as rows of values), a long row in pieces, strided and broadcast
+    big, w = rand(1100, 5000, dtype=dtype, seed=30), rand(5000, dtype=dtype, seed=31)
+    check(aten.mv.default, big, w, **tol(dtype))
+    check(aten.addmv.default, rand(1100, dtype=dtype, seed=32), big, w, beta=0.5, alpha=2.0, **tol(dtype))
+    check(aten.addmv.default, rand(1, dtype=dtype, seed=33), big.t()[:300], w[:1100], **tol(dtype))
+    check(aten.mv.default, a.t(), rand(200, dtype=dtype, seed=34), **tol(dtype))
 
 
 def test_in_place_and_out_variants():

@@ -136,6 +136,12 @@ def test_gather_along_rows_in_sbuf_is_one_gpsimd_gather_per_tile_at_hbm_speed():
         assert not row.error and row.ratio < 2, row
 
 
+def test_embedding_dense_backward_of_rows_longer_than_a_tile():
+    g, idx = randn(300, 20000, seed=44), randint(0, 40, (300,), seed=45)
+    check(aten.embedding_dense_backward.default, g, idx, 40, 3, False)
+    check(aten.embedding_dense_backward.default, g[:50], idx[:50], 40, -1, True)
+
+
 def test_embedding_dense_backward_fp32():
     g, idx = randn(4, 300, 64, seed=25), randint(0, 50, (4, 300), seed=26)
     check(aten.embedding_dense_backward.default, g, idx, 50, 3, False)     # padding row stays zero

@@ -93,3 +93,22 @@ def test_a_full_variance_runs_near_hbm_speed():
 def test_moments_edge_corrections():
     check(aten.var.correction, randn(4, 1, seed=14), [1])                    # n - correction = 0: NaN
     check(aten.var.correction, randn(4, 9, seed=15), [1], correction=3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_row_results_leave_as_rows_of_values(dtype):
+    """One value per row (a reduction's, a norm's mean and rstd) is transposed into rows of 128 values
+    every few tiles instead of leaving as one 4-byte descriptor per row; the last partial tile as before."""
+    from .helpers import program_for
+
+    x = randn(1100, 300, dtype=dtype, seed=20, scale=2) + 1
+    check(aten.var.correction, x, [1])
+    check(aten.std_mean.correction, x, [1], keepdim=True)
+    check(aten.norm.ScalarOpt_dim, x, 2, [1])
+    check(aten.count_nonzero.dim_IntList, (x > 1).to(dtype), [1])
+    w, b = randn(300, dtype=dtype, seed=21), randn(300, dtype=dtype, seed=22)
+    check(aten.native_layer_norm.default, x, [300], w, b, 1e-5)
+    prog = program_for(aten.var.correction, x, [1])
+    assert any(type(i).__name__ == "TensorTranspose" for i in prog.instructions)
+    stores = [i for i in prog.instructions if type(i).__name__ == "Dma" and i.dst.space.value == "hbm"]
+    assert sum(s.dst.partitions for s in stores) < 1100 // 4

@@ -157,6 +157,27 @@ def test_scatter_of_an_index_expanded_over_the_slice_moves_slices(dtype):
     check(aten.scatter.value, x.t(), 1, perm[None, :].expand(500, -1), 1.5)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_element_scatter_along_a_long_dim_by_indirect_dma(dtype):
+    """Each index element to its own place along a long dim: one DMA descriptor per element (the
+    one-hot kernel's K x J comparisons cost more), duplicates summed (scatter_add) or the last one
+    kept (scatter), other dims and a narrower index included."""
+    from .helpers import program_for
+
+    x = randn(200, 3000, dtype=dtype, seed=350)
+    idx = randint(0, 3000, (150, 1500), seed=351)               # duplicates within rows
+    src = randn(180, 1600, dtype=dtype, seed=352)
+    check(aten.scatter_add.default, x, 1, idx, src)
+    assert any(type(i).__name__ == "DmaScatter" for i in program_for(aten.scatter_add.default, x, 1, idx, src).instructions)
+    check(aten.scatter_reduce.two, x, 1, idx, src, "sum")
+    g = torch.Generator().manual_seed(5)
+    perm = torch.stack([torch.randperm(3000, generator=g)[:1200] for _ in range(120)])
+    check(aten.scatter.src, x, 1, perm, src)
+    check(aten.scatter.value, x, 1, perm, -1.5)
+    col = randint(0, 2500, (2000, 3), seed=353)                  # along dim 0
+    check(aten.scatter_add.default, randn(2500, 4, dtype=dtype, seed=354), 0, col, randn(2000, 3, dtype=dtype, seed=355))
+
+
 @pytest.mark.parametrize("op", ["aten::index_add", "aten::index_copy", "aten::index_fill.int_Scalar"])
 def test_index_slices_run_at_hbm_speed(op):
     """The representative calls (docs/roofline-report.md) were 1100-2400x their bound with one-hot

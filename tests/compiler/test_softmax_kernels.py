@@ -49,6 +49,18 @@ def test_softmax_backward(dtype):
     check(aten._log_softmax_backward_data.default, g.t(), ly.t(), 0, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_backward_over_rows_too_long_for_one_tile(dtype):
+    """A 60000-wide row (a vocabulary): the row sum over chunks, then the gradient read again."""
+    x = randn(130, 6000, dtype=dtype, seed=9, scale=2)
+    g = randn(130, 6000, dtype=dtype, seed=10)
+    y = torch.softmax(x.float(), -1).to(dtype)
+    check(aten._softmax_backward_data.default, g, y, 1, dtype)
+    ly = torch.log_softmax(x.float(), -1).to(dtype)
+    check(aten._log_softmax_backward_data.default, g, ly, 1, dtype)
+    check(aten._log_softmax_backward_data.default, g.t(), ly.t(), 0, dtype)   # rows by DMA transpose
+
+
 def test_composite_softmax_names_used_by_graphs():
     x = randn(40, 33, seed=8)
     check(aten.softmax.int, x, 1)

@@ -95,6 +95,10 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     sink_weight: list[tuple[int, int]] = []
     last_ls = -1
     hbm_space = Space.HBM
+    # per instruction, the HBM reads it depends on (bit k = the k-th load), to cut between stores
+    # that share no load
+    loads: list[int] = []
+    feeds = [0] * n
     for i, ins in enumerate(instrs):
         deps: set[int] = set()
         reads = ins.reads()
@@ -109,6 +113,13 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
             deps.add(last_ls)  # the weights TensorE holds
         elif isinstance(ins, LoadStationary):
             last_ls = i
+        f = 0
+        for d in deps:
+            f |= feeds[d]
+        if any(ap.space is hbm_space for ap in ins.reads()):
+            f |= 1 << len(loads)
+            loads.append(sum(ap.nbytes for ap in ins.reads() if ap.space is hbm_space))
+        feeds[i] = f
         stored = 0
         for ap in writes:
             if ap.space is hbm_space:
@@ -124,11 +135,31 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
         return None
     total = sum(w for _, w in sink_weight)
     masks = [0] * n
-    acc = 0
-    for i, w in sink_weight:
-        core = min(n_cores - 1, int(n_cores * (acc + w / 2) / total))
-        masks[i] = 1 << core
-        acc += w
+    if n_cores == 2:
+        # the stores of each HBM tensor (an op's output, or a compiled graph's scratch between ops)
+        # are halved on their own: a graph's ops run one after the other, each over both cores; a
+        # tensor written by one store goes to the core with fewer bytes
+        by_op: dict[int, list[tuple[int, int]]] = {}
+        for i, w in sink_weight:
+            tensor = next(ap.tensor for ap in instrs[i].writes() if ap.space is hbm_space)
+            by_op.setdefault(tensor, []).append((i, w))
+        load_on = [0, 0]
+        for group in by_op.values():
+            if len(group) == 1:
+                core = 0 if load_on[0] <= load_on[1] else 1
+                masks[group[0][0]] = 1 << core
+                load_on[core] += group[0][1]
+                continue
+            cut = _pair_cut(group, feeds, loads, sum(w for _, w in group))
+            for k, (i, w) in enumerate(group):
+                masks[i] = 1 << (k >= cut)
+                load_on[k >= cut] += w
+    else:
+        acc = 0
+        for i, w in sink_weight:
+            core = min(n_cores - 1, int(n_cores * (acc + w / 2) / total))
+            masks[i] = 1 << core
+            acc += w
     for i in range(n - 1, -1, -1):
         m = masks[i]
         if m == 0:
@@ -138,6 +169,44 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     if all(m == masks[-1] for m in masks):
         return None
     return [m or 1 for m in masks]
+
+
+# the stores of an LNC=2 pair's two halves may be off balance by up to this share of the bytes stored,
+# when that keeps the halves from needing the same loads
+CUT_SLACK = 0.125
+CUT_CANDIDATES = 32   # stores either side of the balanced cut tried
+
+
+def _pair_cut(sinks: list[tuple[int, int]], feeds: list[int], loads: list[int], total: int) -> int:
+    """Where the stores (in program order) split between the two physical cores: near the byte-balanced
+    point, at the cut after which the fewest load bytes are needed by both halves (the stores of one
+    row tile - a norm's output and its statistics - share the tile's load, so cutting between them
+    would load it on both cores)."""
+    m = len(sinks)
+    prefix, suffix = [0] * (m + 1), [0] * (m + 1)
+    for k in range(m):
+        prefix[k + 1] = prefix[k] | feeds[sinks[k][0]]
+    for k in range(m - 1, -1, -1):
+        suffix[k] = suffix[k + 1] | feeds[sinks[k][0]]
+    acc = [0] * (m + 1)
+    for k in range(m):
+        acc[k + 1] = acc[k] + sinks[k][1]
+    balanced = min(range(1, m), key=lambda k: abs(acc[k] - total / 2))
+    best = None
+    for k in range(max(1, balanced - CUT_CANDIDATES), min(m, balanced + CUT_CANDIDATES + 1)):
+        off = abs(acc[k] - total / 2)
+        if off > CUT_SLACK * total and k != balanced:
+            continue
+        shared = prefix[k] & suffix[k]
+        dup = 0
+        while shared:
+            low = shared & -shared
+            dup += loads[low.bit_length() - 1]
+            shared ^= low
+        key = (dup, off)
+        if best is None or key < best[0]:
+            best = (key, k)
+    return best[1]
 
 
 # an HBM pattern with more contiguous runs than this is taken to overlap whatever its span overlaps

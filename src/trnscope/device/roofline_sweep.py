@@ -99,6 +99,9 @@ CALLS = {
     "aten::nll_loss_forward": lambda: ((_m(N, 32000), _idx(N, 32000), None, 1, -100), {}),
     "aten::nll_loss_backward": lambda: ((_m(()), _m(N, 32000), _idx(N, 32000), None, 1, -100, _m(())), {}),
     "aten::native_layer_norm": lambda: ((_x(), [N], _m(N), _m(N), 1e-5), {}),
+    "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
+                           "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
+                           "neither hides the other",
     "aten::native_layer_norm_backward": lambda: ((_x(), _x(), [N], _m(N, 1), _m(N, 1), _m(N), _m(N),
                                                   [True, True, True]), {}),
     "aten::rms_norm": lambda: ((_x(), [N], _m(N), 1e-6), {}),
@@ -314,29 +317,56 @@ def sweep(ops: list[str], targets=TARGETS, progress=None) -> list[Row]:
     return rows
 
 
-# why the ops that stay above TARGET_RATIO cannot reach it yet (matched on the op name or its prefix
-# before "."); each names the kernel's limiter as the simulator shows it
-_SCATTER = ("one-hot matching on VectorE (kernels/scatter.py): every output position along the dim is "
-            "compared with every index of its row, O(rows x dim x indices) work for O(rows x dim) bytes; "
-            "an indirect-DMA scatter would be HBM-bound")
+# why the ops that stay above TARGET_RATIO cannot reach it (matched on the op name or its prefix
+# before "."); each names the kernel's limiter as the simulator shows it, with the arithmetic
+_SCATTER = ("an element scatter along the dim (a 2-D index: every element has its own target) has no "
+            "contiguous run to move: the indirect DMA (kernels/scatter.py, chosen over VectorE one-hot "
+            "matching when the dim is long) spends one descriptor per 4-byte element, each priced at S6's "
+            "2 KiB knee: 1M x 2400 B / (16 x 17 B/ns) = 9.3 ms on trn1 (an accumulating one reads and "
+            "writes HBM, 12 ms), against 44-54 us to move the bytes; an index that is the same across each "
+            "slice (idx.expand) takes index_add's slice path and runs at HBM speed")
+_SLICES = ("HBM-bound: self is copied to the output (HBM -> HBM) before the indirect-DMA scatter of the "
+           "slices, because which rows the index overwrites is known only at run time: 1.33x (index_copy), "
+           "1.5x (index_fill) and 1.67x (index_add, whose accumulate reads each row it adds to) the bound's "
+           "bytes, at one core's DMA rate on trn1 (272 of 410 GB/s)")
+_ARG = ("compute-bound on VectorE: finding the first extreme is about six FP32 passes per element (reduce, "
+        "compare, NaN mark, position select, min-reduce; GpSimdE's iota beside them) against DMA's one; the "
+        "reduction over all elements is spread over the 128 partitions")
 WHY = {
     "aten::scatter": _SCATTER, "aten::scatter_add": _SCATTER, "aten::scatter_reduce": _SCATTER,
-    "aten::index_add": _SCATTER, "aten::index_copy": _SCATTER, "aten::index_fill": _SCATTER,
-    "aten::gather": "one indirect DMA descriptor per element (4 bytes, priced at the 2 KiB knee): a gather "
-                    "along the innermost dim has no longer contiguous run to move",
-    "aten::argmax": "a reduction over all elements runs on one partition (kernels/indexreduce.py): VectorE "
-                    "walks 1M elements alone; the dim=None case needs the partition split the sum has",
-    "aten::argmin": "as argmax",
-    "aten::var": "var/std over all elements: bn_stats on one partition (kernels/layernorm.py _moments); "
-                 "needs the 128-partition split and a cross-partition Welford merge",
-    "aten::std": "as var", "aten::var_mean": "as var", "aten::std_mean": "as var",
-    "aten::dot": "the matmul family's kernel (kernels/matmul.py) streams the vectors through one partition",
-    "aten::_scaled_dot_product_fused_attention_overrideable": "the attention kernel (kernels/attention.py): "
-        "causal blocks skipped but the bound counts the model FLOPs TensorE does; its owner tunes it",
-    "aten::_scaled_dot_product_flash_attention_for_cpu": "as scaled_dot_product_attention",
+    "aten::index_add": _SLICES, "aten::index_copy": _SLICES, "aten::index_fill": _SLICES,
+    "aten::argmax": _ARG, "aten::argmin": _ARG, "aten::max.dim": _ARG, "aten::min.dim": _ARG,
+    "aten::_scaled_dot_product_fused_attention_overrideable": "flash attention at head dim 128 "
+        "(kernels/attention.py): per 128x512 score block VectorE's row max and ScalarE's exp, the "
+        "probability evacuation and the rescale (about 1.1 us each per block at 1.12/1.4 GHz) outlast "
+        "TensorE's three 128-deep matmuls (0.55 us), and each 128-row output tile leaves as 256-byte rows "
+        "(one descriptor each at the 2 KiB knee); the bound counts only the unmasked pairs' FLOPs",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "as _scaled_dot_product_fused_attention_overrideable; its "
+        "log-sum-exp is laid out [B, L, H] (a head's values H apart), so it leaves as one 4-byte descriptor per "
+        "(query, head): 16K descriptors, about 140 us of DMA on trn1",
     "aten::scaled_dot_product_attention": "as _scaled_dot_product_fused_attention_overrideable",
-    "aten::nll_loss_forward": "one DMA gather per row of 32000 classes plus a row-wise log-sum; fixed "
-                              "latencies dominate 44 us of HBM time",
+    "aten::nll_loss_forward": "its bound is 12 KiB of traffic (one picked log-probability per row): the time "
+                              "is fixed costs, 1024 indirect 4-byte reads and index loads each priced at the "
+                              "2 KiB knee, and the row-sum's instruction latencies",
+    "aten::native_batch_norm": "two passes over x (the statistics of a channel need all of it before any "
+                               "element is normalised): 1.5x the bound's bytes, at one core's DMA rate on trn1",
+    "aten::_native_batch_norm_legit": "as native_batch_norm", "aten::_batch_norm_with_update": "as native_batch_norm",
+    "aten::mv": "the matrix-vector product on VectorE (FP32 products, 2 cycles per element) and ScalarE (row "
+                "sums): the products take about as long as the transfers at one core's DMA rate on trn1 (272 of "
+                "410 GB/s), so the two do not hide each other; within 2x on trn2",
+    "aten::addmv": "as mv, plus the bias vector",
+    "aten::native_group_norm": "a (sample, group) row of 32768 elements (64 channels of 64x64 in 8 groups) is too "
+                               "long to hold between the statistics and the normalisation, so x is read twice "
+                               "(1.5x the bound's bytes), and the weight multiply and bias add run on VectorE at "
+                               "FP32's 2 cycles per element",
+    "aten::native_layer_norm": "compute-bound on VectorE: bn_stats plus the weight multiply and the bias add "
+                               "at FP32's 2 cycles per element (about 7 us of VectorE per 128-row tile, against "
+                               "6.4 us of DMA)",
+    "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
+                           "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
+                           "neither hides the other",
+    "aten::native_layer_norm_backward": "compute-bound on VectorE/ScalarE: five row passes (g * w, two row "
+                                        "sums, the correction, the scale) per element against three DMA passes",
 }
 
 
@@ -359,6 +389,10 @@ def _note(op: str, worst: float, bottleneck: str, rows: dict) -> str:
     if bottleneck in ("vector", "scalar", "gpsimd"):
         return (f"compute-bound on {bottleneck.capitalize()}E: several engine instructions per element (FP32 "
                 "streams about one element per cycle per partition; the bound counts only HBM and TensorE)")
+    trn2 = rows.get("trn2")
+    if trn2 is not None and not trn2.error and trn2.ratio <= TARGET_RATIO:
+        return ("within 2x on trn2; on trn1 one core's 16 DMA engines move 272 GB/s against its 410 GB/s HBM "
+                "share, so staging every byte through SBUF costs at least 1.51x the bound before any latency")
     return f"DMA below HBM speed (MBU {r.mbu_percent:.0f}%): not analysed yet"
 
 

@@ -336,9 +336,9 @@ def dma(m: Interpreter, ins: Dma) -> None:
 
 def _rows(m: Interpreter, table: AP, index: AP, tile: AP, verb: str) -> tuple[np.ndarray, np.ndarray]:
     """The table as [rows, *row] and the validated row indices of an indirect DMA."""
-    if not nm.is_int_dtype(index.dtype.np) or index.free_size != 1:
-        raise ProgramError("the index tile must be an integer [P, 1] tile")
-    if tile.partitions != index.partitions or tile.free_size != table.free_size:
+    if not nm.is_int_dtype(index.dtype.np):
+        raise ProgramError("the index tile must be an integer tile")
+    if tile.partitions != index.partitions or tile.free_size != table.free_size * index.free_size:
         raise ProgramError(f"indirect DMA moves rows of {table.free_size} elements into a {list(tile.shape)} "
                            f"tile indexed by {list(index.shape)}")
     rows = m.memory.view(table)
@@ -346,7 +346,8 @@ def _rows(m: Interpreter, table: AP, index: AP, tile: AP, verb: str) -> tuple[np
     bad = np.flatnonzero((idx < 0) | (idx >= table.partitions))
     if bad.size:
         p = int(bad[0])
-        raise ProgramError(f"{verb} index {int(idx[p])} at partition {index.start + p} is out of range: the "
+        raise ProgramError(f"{verb} index {int(idx[p])} at partition {index.start + p // index.free_size} is out "
+                           f"of range: the "
                            f"table has {table.partitions} rows (0..{table.partitions - 1})"
                            + (f"; {bad.size} indices are out of range" if bad.size > 1 else ""))
     return rows, idx

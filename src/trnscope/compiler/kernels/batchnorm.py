@@ -151,7 +151,7 @@ def _batch_norm_with_update(ctx: LoweringContext) -> None:
     _batch_norm(ctx, True, 1, 2, 3, 4, float(attr(ctx, "momentum", 0.1)), float(attr(ctx, "eps", 1e-5)))
 
 
-GROUP_PIECE = 8192   # elements of a (sample, group) row normalised at a time
+GROUP_PIECE = 4096   # elements of a (sample, group) row normalised at a time
 
 
 def _group_pieces(cg: int, HW: int, width: int) -> list[tuple[int, int, int, int, int]]:
@@ -196,7 +196,7 @@ def _native_group_norm(ctx: LoweringContext) -> None:
             load(kb, qin[0], ctx.inputs[0], x.dtype, t.offsets[0], t.pstrides[0], rows, plan.dims(0), xt)
             tiles.append(xt)
 
-        def piece_of(c0: int, w: int, q: int) -> AP:
+        def piece_of(c0: int, w: int, q: int, xt=xt, rows=rows, t=t) -> AP:
             if resident:
                 return xt.view(c0, [(1, w)])
             pt = kb.tile(rows, (w,), x.dtype)

@@ -18,7 +18,7 @@ import itertools
 from dataclasses import dataclass
 from math import prod
 
-from ...isa import AP, DType, hbm
+from ...isa import AP, Act, Activation, DType, TensorTranspose, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
@@ -125,6 +125,66 @@ def store(kb: KernelBuilder, queue: int, tile: AP, tensor: int, dtype: DType, of
         kb.dma(queue, tile, dst, transpose=True)
         return
     kb.dma(queue, tile, hbm(tensor, rows, pstride, dims, dtype, offset=offset))
+
+
+class RowStores:
+    """Per-row results (one value per row: a reduction's, a norm's mean and rstd) stored as rows of
+    contiguous values instead of one descriptor per row.
+
+    A row tile holds its 128 rows on the partitions, so its results leave as 128 descriptors of one
+    element, each as costly as a 2 KiB one (S6's knee): 1024 rows of a [1024, 1024] var(dim=1) cost
+    more DMA time than reading the input. Here each full tile's results are copied into a column of a
+    [P, group] tile, and every ``group`` tiles TensorE transposes the columns into ``group`` rows of P
+    values, stored as ``group`` descriptors. Groups stay small enough that an LNC=2 pair still splits
+    the stores between its cores. Anything else (a partial tile, strided or 8-byte results) is
+    stored as before."""
+
+    def __init__(self, kb: KernelBuilder, queue: int, tiles: int, scalar_copies: bool = False):
+        self.kb, self.q = kb, queue
+        self.scalar_copies = scalar_copies   # ScalarE copies the results (when VectorE carries the rows)
+        self.group = max(1, min(kb.spec.partitions, tiles // 2))
+        self.state: dict[int, list] = {}   # output tensor -> [base offset, tiles collected, buffer, dtype]
+
+    def store(self, res: AP, tensor: int, dtype: DType, offset: int, pstride: int, rows: int) -> None:
+        kb, parts = self.kb, self.kb.spec.partitions
+        st = self.state.get(tensor)
+        fits = rows == parts and pstride == 1 and res.dtype == dtype and dtype.itemsize <= 4 and self.group > 1
+        if st is None and fits:
+            st = self.state[tensor] = [offset, 0, None, dtype]
+        if st is None or not fits or offset != st[0] + st[1] * parts:
+            store(kb, self.q, res, tensor, dtype, offset, pstride, rows, [(1, 1)])
+            return
+        col = st[1] % self.group
+        if col == 0:
+            st[2] = kb.tile(parts, (self.group,), dtype)
+        if self.scalar_copies and dtype.is_float:
+            kb.emit(Activation(func=Act.COPY, inp=res, out=st[2].view(col, [(1, 1)])))
+        else:
+            kb.copy(res, st[2].view(col, [(1, 1)]))
+        st[1] += 1
+        if st[1] % self.group == 0:
+            self._flush(tensor)
+
+    def _flush(self, tensor: int) -> None:
+        kb, parts = self.kb, self.kb.spec.partitions
+        base, n, buf, dtype = self.state[tensor]
+        cols = n % self.group or self.group
+        first = n - cols
+        ps = kb.psum_tile(cols, (parts,), dtype)
+        kb.emit(TensorTranspose(src=buf.view(0, [(1, cols)]), dst=ps))
+        rows_t = kb.tile(cols, (parts,), dtype)
+        if self.scalar_copies and dtype.is_float:
+            kb.emit(Activation(func=Act.COPY, inp=ps, out=rows_t))
+        else:
+            kb.copy(ps, rows_t)
+        kb.dma(self.q, rows_t, hbm(tensor, cols, parts, [(1, parts)], dtype, offset=base + first * parts))
+        kb.release(ps, rows_t, buf)
+        self.state[tensor][2] = None
+
+    def finish(self) -> None:
+        for tensor, (_, n, buf, _) in self.state.items():
+            if buf is not None and n % self.group:
+                self._flush(tensor)
 
 
 def attr(ctx: LoweringContext, name: str, default=None):

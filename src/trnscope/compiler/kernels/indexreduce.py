@@ -15,14 +15,14 @@ from ...isa import AP, Act, Activation, Alu, DType, Iota, Memset, Select, Tensor
     TensorTranspose, hbm
 from ..lowering import LoweringContext, lowering
 from . import reduce as _reduce
-from .common import F32, free_pieces, full_strides, load, queues, reduced_strides, row_plan, store
+from .common import F32, RowStores, free_pieces, full_strides, load, queues, reduced_strides, row_plan, store
 from .elementwise import _binary
 
 PIECE = 4096
 INT_MAX = 2 ** 31 - 1
 
 
-def _scan(kb, rows: int, pieces, x_dtype: DType, vdt: DType, largest: bool, big: AP):
+def _scan(kb, rows: int, pieces, x_dtype: DType, vdt: DType, largest: bool, big: AP, keep: list | None = None):
     """(best value, first position) per partition of a row tile, walking its pieces in order.
 
     ``pieces`` yields (elements, load(tile) that fills a [rows, elements] tile, position of the
@@ -59,7 +59,10 @@ def _scan(kb, rows: int, pieces, x_dtype: DType, vdt: DType, largest: bool, big:
             kb.release(ci, cm)
         kb.release(*held)
         held = [xt, mark, pos_t]
-    kb.release(*held)
+    if keep is not None:
+        keep.extend(held)   # released by the caller a row tile later: the next tile's loads go elsewhere
+    else:
+        kb.release(*held)
     return best, bidx
 
 
@@ -110,27 +113,30 @@ def _arg_reduce(ctx: LoweringContext, largest: bool, with_values: bool) -> None:
     kb.emit(Memset(out=big, value=float(INT_MAX)))
     idx_out = outs[1] if with_values else outs[0]
     held: list[AP] = []
-    for t in plan.tiles:
+    rows_out = RowStores(kb, qout, len(plan.tiles), scalar_copies=True)
+    for ti, t in enumerate(plan.tiles):
         rows = t.rows
 
-        def fill_piece(j, dims, offs, t=t, rows=rows):
-            return lambda xt: load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0],
-                                   rows, dims[0], xt)
+        def fill_piece(j, dims, offs, t=t, rows=rows, ti=ti):
+            return lambda xt: load(kb, qin[(ti + j) % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0],
+                                   t.pstrides[0], rows, dims[0], xt)
 
         walk = ((w, fill_piece(j, dims, offs), p0, 0) for j, ((w, dims, offs), p0) in enumerate(zip(pieces, starts)))
-        best, bidx = _scan(kb, rows, walk, x.dtype, vdt, largest, big)
+        last: list[AP] = []
+        best, bidx = _scan(kb, rows, walk, x.dtype, vdt, largest, big, keep=last)
         io = kb.tile(rows, (1,), idx_out.dtype)
         kb.copy(bidx, io)
         k = 2 if with_values else 1
-        store(kb, qout, io, ctx.outputs[k - 1], idx_out.dtype, t.offsets[k], t.pstrides[k], rows, [(1, 1)])
+        rows_out.store(io, ctx.outputs[k - 1], idx_out.dtype, t.offsets[k], t.pstrides[k], rows)
         extra = [io]
         if with_values:
             vo = kb.tile(rows, (1,), outs[0].dtype)
             kb.copy(best, vo)
-            store(kb, qout, vo, ctx.outputs[0], outs[0].dtype, t.offsets[1], t.pstrides[1], rows, [(1, 1)])
+            rows_out.store(vo, ctx.outputs[0], outs[0].dtype, t.offsets[1], t.pstrides[1], rows)
             extra.append(vo)
         kb.release(*held)
-        held = [best, bidx, *extra]
+        held = [best, bidx, *extra, *last]
+    rows_out.finish()
     kb.release(*held, big)
 
 

@@ -25,7 +25,8 @@ from ...isa import (
 )
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
-from .common import F32, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, row_plan, store
+from .common import F32, RowStores, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, \
+    row_plan, store
 
 
 def _bn_moments(kb: KernelBuilder, xt: AP, rows: int, cols: int) -> AP:
@@ -118,6 +119,8 @@ def _layer_norm(ctx: LoweringContext) -> None:
         ro = kb.tile(n, (1,), rstd_o.dtype)
         kb.copy(mv.view(0, [(1, 1)]), mo)
         kb.copy(rstd, ro)
+        # per-row statistics stored directly: this kernel is VectorE-bound, and gathering them into rows
+        # (RowStores) would add VectorE/ScalarE copies to save DMA time it does not need
         store(kb, qout, mo, ctx.outputs[1], mean_o.dtype, t.offsets[2], t.pstrides[2], n, [(1, 1)])
         store(kb, qout, ro, ctx.outputs[2], rstd_o.dtype, t.offsets[3], t.pstrides[3], n, [(1, 1)])
         kb.release(*held)
@@ -283,7 +286,7 @@ def _correction(ctx: LoweringContext) -> float:
     return 1.0 if unbiased is None or unbiased else 0.0
 
 
-def _stream_moments(kb: KernelBuilder, rows: int, pieces) -> AP:
+def _stream_moments(kb: KernelBuilder, rows: int, pieces, keep: list | None = None) -> AP:
     """[rows, 2] = (mean, population variance) of rows streamed in pieces: bn_stats per 512 elements,
     the triples folded into one whenever MAX_TRIPLES pile up, bn_aggr at the end.
 
@@ -317,12 +320,16 @@ def _stream_moments(kb: KernelBuilder, rows: int, pieces) -> AP:
         held = [xt]
     mv = kb.tile(rows, (2,), F32)
     kb.emit(BnAggr(inp=st.view(0, [(1, 3 * used)]), out=mv))
-    kb.release(*held, st)
+    kb.release(st)
+    if keep is not None:
+        keep.extend(held)   # the caller releases the last piece a row tile later: the next tile's
+    else:                   # loads go to other bytes instead of waiting for this tile's bn_stats
+        kb.release(*held)
     return mv
 
 
 def _finish_moments(kb: KernelBuilder, ctx: LoweringContext, mv: AP, rows: int, std: bool, factor: float,
-                    offsets, pstrides, q: int) -> list[AP]:
+                    offsets, pstrides, q: int, rows_out: RowStores | None = None) -> list[AP]:
     """Store var (or std) and, for var_mean/std_mean, the mean of [rows, 2] moments; the tiles made."""
     outs = ctx.call.outputs
     res = kb.tile(rows, (1,), outs[0].dtype)
@@ -331,12 +338,14 @@ def _finish_moments(kb: KernelBuilder, ctx: LoweringContext, mv: AP, rows: int, 
                              scalar1=0.5))
     else:
         kb.emit(TensorScalar(inp=mv.view(1, [(1, 1)]), out=res, alu0=Alu.MULTIPLY, scalar0=factor))
-    store(kb, q, res, ctx.outputs[0], outs[0].dtype, offsets[0], pstrides[0], rows, [(1, 1)])
+    put = rows_out.store if rows_out is not None else (
+        lambda r, tensor, dt, off, ps, n: store(kb, q, r, tensor, dt, off, ps, n, [(1, 1)]))
+    put(res, ctx.outputs[0], outs[0].dtype, offsets[0], pstrides[0], rows)
     made = [res]
     if len(outs) > 1:
         mo = kb.tile(rows, (1,), outs[1].dtype)
         kb.copy(mv.view(0, [(1, 1)]), mo)
-        store(kb, q, mo, ctx.outputs[1], outs[1].dtype, offsets[1], pstrides[1], rows, [(1, 1)])
+        put(mo, ctx.outputs[1], outs[1].dtype, offsets[1], pstrides[1], rows)
         made.append(mo)
     return made
 
@@ -424,21 +433,25 @@ def _moments(ctx: LoweringContext, std: bool, with_mean: bool) -> None:
                 kb.release(res)
         return
     held: list[AP] = []
-    for t in plan.tiles:
+    rows_out = RowStores(kb, qout, len(plan.tiles))
+    for ti, t in enumerate(plan.tiles):
         rows = t.rows
 
-        def fill_piece(j, w, dims, offs, t=t, rows=rows):
+        def fill_piece(j, w, dims, offs, t=t, rows=rows, ti=ti):
             def fill():
                 xt = kb.tile(rows, (w,), x.dtype)
-                load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0], rows, dims[0],
-                     xt)
+                load(kb, qin[(ti + j) % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0], rows,
+                     dims[0], xt)
                 return xt
             return fill
 
-        mv = _stream_moments(kb, rows, [(w, fill_piece(j, w, dims, offs)) for j, (w, dims, offs) in enumerate(pieces)])
-        made = _finish_moments(kb, ctx, mv, rows, std, factor, t.offsets[1:], t.pstrides[1:], qout)
+        last: list[AP] = []
+        mv = _stream_moments(kb, rows, [(w, fill_piece(j, w, dims, offs)) for j, (w, dims, offs) in enumerate(pieces)],
+                             keep=last)
+        made = _finish_moments(kb, ctx, mv, rows, std, factor, t.offsets[1:], t.pstrides[1:], qout, rows_out)
         kb.release(*held)
-        held = [mv, *made]
+        held = [mv, *made, *last]
+    rows_out.finish()
     kb.release(*held)
 
 

@@ -688,6 +688,10 @@ def _mv(ctx: LoweringContext) -> None:
     a, v = ctx.call.inputs[0], ctx.call.inputs[1]
     out = ctx.call.outputs[0]
     M, K = a.shape
+    from .linalg_small import emit_matvec
+
+    if emit_matvec(ctx, 0, 1):
+        return
     # out[M] as a [M, 1] column; v[K] as a [K, 1] matrix
     vec = Mat(ctx.inputs[1], v.dtype, v.offset, v.stride[0], 0)
     emit_gemm(ctx.kb, _mat(ctx.inputs[0], a), vec, Mat(ctx.outputs[0], out.dtype, out.offset, out.stride[0], 0),
@@ -700,6 +704,10 @@ def _addmv(ctx: LoweringContext) -> None:
     out = ctx.call.outputs[0]
     M, K = a.shape
     alpha, beta = _alpha_beta(ctx)
+    from .linalg_small import emit_matvec
+
+    if emit_matvec(ctx, 1, 2, bias=0 if beta != 0 else None, alpha=alpha, beta=beta):
+        return
     bias = None
     if beta != 0:
         rs = bias_m.stride[0] if bias_m.ndim == 1 and bias_m.shape[0] != 1 else 0

@@ -431,7 +431,7 @@ def _gather(ctx: LoweringContext) -> None:
     each partition (``nki.isa.nc_n_gather``, which NKI documents as the efficient alternative to an
     indirect DMA); HBM sees each byte once. Longer rows fall back to one indirect DMA per element
     (the address computed on VectorE), 4-byte descriptors each as costly as a 2 KiB one."""
-    x, idx, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
+    x, idx = ctx.call.inputs[0], ctx.call.inputs[1]
     nd = max(idx.ndim, 1)
     dim = int(attr(ctx, "dim", 0)) % nd
     K = x.shape[dim] if x.ndim else 1
@@ -512,6 +512,9 @@ def _gather_by_dma(ctx: LoweringContext, dim: int) -> None:
 
 # --- embedding backward --------------------------------------------------------------------------------------
 
+EMB_DIM_PIECE = 8192   # elements of a gradient row scattered per indirect DMA
+
+
 @lowering("aten::embedding_dense_backward")
 def _embedding_backward(ctx: LoweringContext) -> None:
     """grad_weight = zeros; grad_weight[idx[i]] += grad[i] (DmaScatter accumulate: 128 rows per
@@ -531,11 +534,16 @@ def _embedding_backward(ctx: LoweringContext) -> None:
     q_out = kb.queue("qSyncIO2", "output")
     q_in = kb.queue("qSyncIO0", "input")
     q_sc = kb.queue("qSyncIO3", "input")
-    zero = kb.tile(P, (D,), acc_dt)
+    # the embedding dim in pieces (a 60000-wide row would not fit a partition twice)
+    dch = min(D, EMB_DIM_PIECE)
+    zero = kb.tile(P, (dch,), acc_dt)
     kb.emit(Memset(out=zero, value=0.0))
     for r0 in range(0, V, P):
         rows = min(P, V - r0)
-        kb.dma(q_out, zero.rows(0, rows), hbm(acc_t, rows, D, [(1, D)], acc_dt, offset=acc_off + r0 * D))
+        for d0 in range(0, D, dch):
+            dw = min(dch, D - d0)
+            kb.dma(q_out, zero.rows(0, rows).view(0, [(1, dw)]),
+                   hbm(acc_t, rows, D, [(1, dw)], acc_dt, offset=acc_off + r0 * D + d0))
     # grad rows in index order: the index dims of grad, then D
     g_rs = g.stride[:-1] if g.ndim > 1 else ()
     counts_t = None
@@ -550,21 +558,30 @@ def _embedding_backward(ctx: LoweringContext) -> None:
             kb.emit(DmaScatter(queue=q_sc, src=ones.rows(0, rows), index=it,
                                table=hbm(counts_t, V, 1, [(1, 1)], F32), accumulate=True))
     held: list[AP] = []
-    table = hbm(acc_t, V, D, [(1, D)], acc_dt, offset=acc_off)
     for it, rows, go, gps in _index_tiles(kb, ctx.inputs[1], idx, tuple(g_rs) if idx.ndim else (0,)):
-        gt = kb.tile(rows, (D,), F32)
-        kb.dma(q_in, hbm(ctx.inputs[0], rows, gps, [(g.stride[-1], D)], g.dtype, offset=g.offset + go), gt)
+        cnt = None
         if counts_t is not None:
             cnt = kb.tile(rows, (1,), F32)
             kb.emit(DmaGather(queue=q_in, table=hbm(counts_t, V, 1, [(1, 1)], F32), index=it, dst=cnt))
-            kb.emit(TensorScalar(inp=gt, out=gt, alu0=Alu.DIVIDE, scalar0=cnt))
-            kb.release(cnt)
-        kb.emit(DmaScatter(queue=q_sc, src=gt, index=it, table=table, accumulate=True))
-        kb.release(*held)
-        held = [gt]
+        for d0 in range(0, D, dch):
+            dw = min(dch, D - d0)
+            gt = kb.tile(rows, (dw,), F32)
+            kb.dma(q_in, hbm(ctx.inputs[0], rows, gps, [(g.stride[-1], dw)], g.dtype,
+                             offset=g.offset + go + d0 * g.stride[-1]), gt)
+            if cnt is not None:
+                kb.emit(TensorScalar(inp=gt, out=gt, alu0=Alu.DIVIDE, scalar0=cnt))
+            table = hbm(acc_t, V, D, [(1, dw)], acc_dt, offset=acc_off + d0)
+            kb.emit(DmaScatter(queue=q_sc, src=gt, index=it, table=table, accumulate=True))
+            kb.release(*held)
+            held = [gt]
+        if cnt is not None:
+            held.append(cnt)
     kb.release(*held)
     if 0 <= pad < V:
-        kb.dma(q_sc, zero.rows(0, 1), hbm(acc_t, 1, D, [(1, D)], acc_dt, offset=acc_off + pad * D))
+        for d0 in range(0, D, dch):
+            dw = min(dch, D - d0)
+            kb.dma(q_sc, zero.rows(0, 1).view(0, [(1, dw)]), hbm(acc_t, 1, D, [(1, dw)], acc_dt,
+                                                                 offset=acc_off + pad * D + d0))
     if by_freq:
         kb.release(ones)
     kb.release(zero)

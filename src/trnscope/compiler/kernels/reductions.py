@@ -27,8 +27,8 @@ from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
 from ..tiling import plan_tiles
 from .activation import _Const
-from .common import F32, ScratchScope, attr, free_pieces, full_strides, load, queues, reduced_strides, row_plan, \
-    scratch, store
+from .common import F32, RowStores, ScratchScope, attr, free_pieces, full_strides, load, queues, reduced_strides, \
+    row_plan, scratch, store
 from .elementwise import MAX_COLS, emit_map, temp
 
 PIECE = 4096
@@ -84,27 +84,33 @@ def emit_reductions(ctx: LoweringContext, rdims: list[int] | None, folds: list[F
         _reduce_long(ctx, plan, folds, outs, qin, qout)
         return
     pieces = free_pieces(plan, PIECE)
+    rows_out = RowStores(kb, qout, len(plan.tiles))
     held: list[AP] = []
-    for t in plan.tiles:
+    last: list[AP] = []   # the previous row tile's results and its last piece: released a tile later
+    for ti, t in enumerate(plan.tiles):
         rows = t.rows
         accs = [kb.tile(rows, (1,), F32) for _ in folds]
         for j, (w, dims, offs) in enumerate(pieces):
             xt = kb.tile(rows, (w,), x.dtype)
-            load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0], rows, dims[0], xt)
+            load(kb, qin[(ti + j) % 2], ctx.inputs[0], x.dtype, t.offsets[0] + offs[0], t.pstrides[0], rows, dims[0],
+                 xt)
             with ScratchScope() as made:
                 for f, acc in zip(folds, accs):
                     _reduce_piece(kb, f, xt, acc, j == 0)
-            kb.release(*held)
+            if j:
+                kb.release(*held)
             held = [xt, *made]
         results = []
         for k, (f, acc, o) in enumerate(zip(folds, accs, outs)):
             res = kb.tile(rows, (1,), o.dtype)
             _finish(kb, f, acc, res)
-            store(kb, qout, res, ctx.outputs[f.out], o.dtype, t.offsets[1 + k], t.pstrides[1 + k], rows, [(1, 1)])
+            rows_out.store(res, ctx.outputs[f.out], o.dtype, t.offsets[1 + k], t.pstrides[1 + k], rows)
             results.append(res)
-        kb.release(*held)
-        held = accs + results
-    kb.release(*held)
+        kb.release(*last)
+        last = accs + results + held
+        held = []
+    rows_out.finish()
+    kb.release(*last)
 
 
 def _reduce_long(ctx, plan, folds, outs, qin, qout) -> None:

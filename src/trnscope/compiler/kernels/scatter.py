@@ -285,8 +285,81 @@ def _elementwise(ctx: LoweringContext, mode: str, *, src: bool = True, include_s
             and _slices_by_dma(ctx, mode, dim, (shape[dim], ist[dim], idx.offset), tuple(shape), source=src,
                                value=value)):
         return
+    if (idx.ndim and mode in ("sum", "set") and include_self and value_input is None
+            and _elements_by_dma(ctx, mode, dim, tuple(shape), tuple(ist), sst, value)):
+        return
     _emit_scatter(ctx, dim=dim, shape=shape, idx_strides=ist, src_strides=sst, mode=mode, include_self=include_self,
                   value=value, value_input=value_input)
+
+
+ELEMENT_COLS = 1024   # index elements per partition whose addresses are computed at a time
+
+
+def _elements_by_dma(ctx: LoweringContext, mode: str, dim: int, shape: tuple[int, ...], ist: tuple[int, ...],
+                     sst: tuple[int, ...] | None, value) -> bool:
+    """scatter / scatter_add with an index of its own per element, by the DMA engines' indirect scatter,
+    one element per descriptor: self is copied to the output, then VectorE computes every index
+    element's address (its row's offset + index x stride) and each [128, w] block of addresses is one
+    DmaScatter of single-element rows (written, or added by the DMA's accumulate). A row's elements go
+    in index order, so a later duplicate in a row overwrites an earlier one, as PyTorch's loop does.
+    Every element pays a whole descriptor (S6's 2 KiB knee), so this beats the one-hot kernel only
+    when the dim is long; the estimate decides. Returns False to leave it to the one-hot kernel."""
+    kb = ctx.kb
+    spec = ctx.spec
+    self_m, out, idx = ctx.call.inputs[0], ctx.call.outputs[0], ctx.call.inputs[1]
+    if self_m.ndim == 0 or out.ndim != len(shape):
+        return False
+    K, J = out.shape[dim], shape[dim]
+    n = prod(shape)
+    if n == 0 or K == 0:
+        return False
+    rows = n // J
+    engines = spec.dma_engines * spec.lnc
+    rate = spec.dma_effective_bytes_per_ns
+    isz = out.dtype.itemsize
+    dma_ns = n * spec.dma_descriptor_knee_bytes / rate / engines + 3 * out.numel * isz / (rate * engines)
+    onehot_ns = -(-rows // spec.partitions) * K * J * ONEHOT_PASSES / (spec.vector_clock_hz / 1e9)
+    if dma_ns >= onehot_ns:
+        return False
+    src_m = ctx.call.inputs[2] if sst is not None else None
+    copy_region(kb, ctx.inputs[0], self_m, ctx.outputs[0], out)
+    o_rows = tuple(0 if d == dim else out.stride[d] for d in range(out.ndim))
+    metas = [idx, src_m or idx, out]
+    plan = row_plan(shape, [dim], [ist, sst or ist, o_rows], [idx.offset, (src_m or idx).offset, out.offset],
+                    parts=spec.partitions)
+    fst = [fs[0] if plan.free_shape else 0 for fs in plan.free_strides]
+    qin, _ = queues(kb)
+    q_sc = kb.queue("qSyncIO3", "input")
+    table = hbm(ctx.outputs[0], out.offset + out.span(), 1, [(1, 1)], out.dtype)
+    vt = None
+    if src_m is None:
+        vt = kb.tile(spec.partitions, (min(J, ELEMENT_COLS),), out.dtype)
+        kb.emit(Memset(out=vt, value=float(value)))
+    held: list[AP] = []
+    for t in plan.tiles:
+        r = t.rows
+        base = kb.tile(r, (1,), DType.int64)
+        kb.emit(Iota(out=base, base=t.offsets[2], channel_multiplier=t.pstrides[2]))
+        for j0 in range(0, J, ELEMENT_COLS):
+            w = min(ELEMENT_COLS, J - j0)
+            it = kb.tile(r, (w,), idx.dtype)
+            load(kb, qin[0], ctx.inputs[1], idx.dtype, t.offsets[0] + j0 * fst[0], t.pstrides[0], r, [(fst[0], w)], it)
+            addr = kb.tile(r, (w,), DType.int64)
+            kb.emit(TensorScalar(inp=it, out=addr, alu0=Alu.MULTIPLY, scalar0=out.stride[dim], alu1=Alu.ADD,
+                                 scalar1=base))
+            made = [it, addr]
+            if src_m is not None:
+                st = kb.tile(r, (w,), src_m.dtype)
+                load(kb, qin[1], ctx.inputs[2], src_m.dtype, t.offsets[1] + j0 * fst[1], t.pstrides[1], r,
+                     [(fst[1], w)], st)
+                made.append(st)
+            src_ap = st if src_m is not None else vt.rows(0, r).view(0, [(1, w)])
+            kb.emit(DmaScatter(queue=q_sc, src=src_ap, index=addr, table=table, accumulate=mode == "sum"))
+            kb.release(*held)
+            held = made
+        held.append(base)
+    kb.release(*held, *([vt] if vt is not None else []))
+    return True
 
 
 def _reduce_name(ctx: LoweringContext) -> str:
@@ -323,7 +396,7 @@ def _scatter_reduce(ctx: LoweringContext) -> None:
 
 # --- index_add / index_copy / index_fill: whole slices along dim --------------------------------------
 
-SLICE_MAX = 16384   # elements of one slice moved per indirect DMA row (64 KiB of FP32 per partition)
+SLICE_MAX = 8192    # elements of one slice moved per indirect DMA row (32 KiB of FP32 per partition)
 ONEHOT_PASSES = 5   # VectorE passes over each (k, j) pair of the one-hot kernel: compare, select, reduce
 
 
@@ -397,6 +470,7 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, 
         else:
             kb.emit(Memset(out=fill, value=float(value)))
     held: list[AP] = []
+    lag: list[AP] = []
     for r0 in range(0, J, P):
         rows = min(P, J - r0)
         raw = kb.tile(rows, (1,), idx.dtype)
@@ -412,27 +486,30 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, 
         for c0, w in cuts:
             shape_dims = odims[:-1] + [(odims[-1][0], w)]
             n = prod(sz for _, sz in shape_dims)
+            cur = []
             if source:
                 sd = sdims[:-1] + [(sdims[-1][0], w)]
                 st = kb.tile(rows, (n,), src_m.dtype)
                 kb.dma(q_in, hbm(ctx.inputs[2], rows, src_m.stride[dim], sd, src_m.dtype,
                                  offset=src_m.offset + r0 * src_m.stride[dim] + c0 * sdims[-1][0]), st)
-                made.append(st)
+                cur.append(st)
                 if alpha != 1.0:
                     sc = kb.tile(rows, (n,), F32)
                     kb.emit(TensorScalar(inp=st, out=sc, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
-                    made.append(sc)
+                    cur.append(sc)
                     st = sc
             else:
                 st = kb.tile(rows, (n,), out.dtype)
                 kb.copy(fill.rows(0, rows).view(0, [(0, n)]), st)
-                made.append(st)
+                cur.append(st)
             table = hbm(ctx.outputs[0], K, out.stride[dim], shape_dims, out.dtype,
                         offset=out.offset + c0 * odims[-1][0])
             kb.emit(DmaScatter(queue=q_sc, src=st, index=it, table=table, accumulate=mode == "sum"))
+            kb.release(*lag)   # the previous piece's tiles, one piece late (double buffering)
+            lag = cur
         kb.release(*held)
         held = made
-    kb.release(*held)
+    kb.release(*held, *lag)
     if fill is not None:
         kb.release(fill)
     return True

@@ -8,7 +8,8 @@ per-partition sum. Log-softmax subtracts max and log(sum) with one two-op tensor
 
 Rows too long for one SBUF tile (a log-softmax over a 128K vocabulary) use two passes over
 2048-column chunks: an online max/sum (each chunk rescales the running sum by exp(m_old - m_new)),
-then the normalisation; x is read twice instead of being held.
+then the normalisation; x is read twice instead of being held. The backward passes do the same:
+the row sum over chunks, then each chunk's gradient from its inputs read again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from ...isa import Act, Activation, Alu, TensorReduce, TensorScalar, TensorTensor
 from ..lowering import LoweringContext, lowering
 from .common import (
-    F32, FLT_MAX, Operand, attr, emit_rows, full_strides, load, queues, row_plan, scratch, store,
+    F32, FLT_MAX, Operand, attr, emit_rows, free_pieces, full_strides, load, queues, row_plan, scratch, store,
 )
 
 # a row tile whose working set (input, fp32 intermediate, output) stays under this per partition is
@@ -177,6 +178,18 @@ def _lower_safe_softmax(ctx: LoweringContext) -> None:
 
 # --- backward -----------------------------------------------------------------------------------------
 
+def _apply_gradient(kb, log: bool, gt, yt, s_neg, tmp, ot) -> None:
+    """The input gradient from grad and the forward output, given s_neg = -(row sum): of grad for
+    log-softmax (grad - exp(y) * sum(grad)), of grad * y for softmax (y * (grad - sum(grad * y)))."""
+    if log:
+        kb.emit(Activation(func=Act.EXP, inp=yt, out=tmp))
+        kb.emit(TensorScalar(inp=tmp, out=tmp, alu0=Alu.MULTIPLY, scalar0=s_neg))
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=gt, in1=tmp, out=ot))
+    else:
+        kb.emit(Activation(func=Act.COPY, inp=gt, out=tmp, bias=s_neg))   # ScalarE shifts
+        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=yt, out=ot))
+
+
 def _softmax_backward(ctx: LoweringContext, log: bool) -> None:
     g, y, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
     shape = out.shape
@@ -194,20 +207,69 @@ def _softmax_backward(ctx: LoweringContext, log: bool) -> None:
         s = scratch(kb, rows, 1)
         tmp = scratch(kb, rows, cols)
         if log:
-            # grad - exp(y) * sum(grad)
             kb.emit(TensorReduce(alu=Alu.ADD, inp=gt, out=s, negate=True))
-            kb.emit(Activation(func=Act.EXP, inp=yt, out=tmp))
-            kb.emit(TensorScalar(inp=tmp, out=tmp, alu0=Alu.MULTIPLY, scalar0=s))
-            kb.emit(TensorTensor(alu=Alu.ADD, in0=gt, in1=tmp, out=ot))
         else:
-            # y * (grad - sum(grad * y)): VectorE multiplies, ScalarE add-reduces and shifts
+            # VectorE multiplies, ScalarE add-reduces
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=gt, in1=yt, out=tmp))
             kb.emit(Activation(func=Act.COPY, inp=tmp, out=tmp, accum_out=s))
             kb.emit(TensorScalar(inp=s, out=s, alu0=Alu.MULTIPLY, scalar0=-1.0))
-            kb.emit(Activation(func=Act.COPY, inp=gt, out=tmp, bias=s))
-            kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=yt, out=ot))
+        _apply_gradient(kb, log, gt, yt, s, tmp, ot)
 
-    emit_rows(ctx, shape, [dim], ins, outs, compute)
+    if cols * (g.dtype.itemsize + y.dtype.itemsize + 4 + out.dtype.itemsize) <= ONE_PASS_BYTES:
+        emit_rows(ctx, shape, [dim], ins, outs, compute)
+    else:
+        _softmax_backward_long(ctx, shape, dim, log)
+
+
+def _softmax_backward_long(ctx: LoweringContext, shape, dim: int, log: bool) -> None:
+    """Rows too long for one tile: the row sum (of grad, or of grad * y) over CHUNK-column pieces first,
+    then each piece's gradient from the inputs read again."""
+    kb = ctx.kb
+    g, y, out = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.outputs[0]
+    metas = [g, y, out]
+    plan = row_plan(shape, [dim], [full_strides(m, shape) for m in metas], [m.offset for m in metas],
+                    parts=ctx.spec.partitions)
+    pieces = free_pieces(plan, CHUNK)
+    qin, qout = queues(kb)
+    held: list = []
+    for t in plan.tiles:
+        rows = t.rows
+
+        def piece(j, w, dims, offs, k, t=t, rows=rows):
+            tile = kb.tile(rows, (w,), metas[k].dtype)
+            load(kb, qin[(j + k) % 2], ctx.inputs[k], metas[k].dtype, t.offsets[k] + offs[k], t.pstrides[k], rows,
+                 dims[k], tile)
+            return tile
+
+        parts = kb.tile(rows, (len(pieces),), F32)
+        lag: list = []
+        for j, (w, dims, offs) in enumerate(pieces):
+            gt = piece(j, w, dims, offs, 0)
+            cur = [gt]
+            if log:
+                kb.emit(TensorReduce(alu=Alu.ADD, inp=gt, out=parts.view(j, [(1, 1)])))
+            else:
+                yt = piece(j, w, dims, offs, 1)
+                prod_t = kb.tile(rows, (w,), F32)
+                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=gt, in1=yt, out=prod_t))
+                kb.emit(Activation(func=Act.COPY, inp=prod_t, out=prod_t, accum_out=parts.view(j, [(1, 1)])))
+                cur += [yt, prod_t]
+            kb.release(*lag)
+            lag = cur
+        s_neg = kb.tile(rows, (1,), F32)
+        kb.emit(TensorReduce(alu=Alu.ADD, inp=parts, out=s_neg, negate=True))
+        for j, (w, dims, offs) in enumerate(pieces):
+            gt, yt = piece(j, w, dims, offs, 0), piece(j, w, dims, offs, 1)
+            tmp = kb.tile(rows, (w,), F32)
+            ot = kb.tile(rows, (w,), out.dtype)
+            _apply_gradient(kb, log, gt, yt, s_neg, tmp, ot)
+            store(kb, qout, ot, ctx.outputs[0], out.dtype, t.offsets[2] + offs[2], t.pstrides[2], rows, dims[2])
+            kb.release(*lag)
+            lag = [gt, yt, tmp, ot]
+        kb.release(*lag, parts)
+        kb.release(*held)
+        held = [s_neg]
+    kb.release(*held)
 
 
 @lowering("aten::_softmax_backward_data")

@@ -105,26 +105,28 @@ class Dma(DmaInstruction):
         return DmaShape(descriptors, desc_bytes, rate, spec.dma_fixed_latency_ns, hbm_r, hbm_w, sb_r, sb_w)
 
 
-def _rows_moved(table: AP, tile: AP) -> tuple[int, int, int]:
+def _rows_moved(table: AP, index: AP, tile: AP) -> tuple[int, int, int]:
     """(descriptors, bytes per descriptor, bytes moved) of an indirect DMA: one descriptor per
     contiguous run of a table row (a whole row when the row is dense)."""
     run = max(1, min(table.contiguous_run(), table.free_size))
     per_row = -(-table.free_size // run)
-    moved = tile.partitions * table.free_size * table.dtype.itemsize
-    return tile.partitions * per_row, run * table.dtype.itemsize, moved
+    rows = tile.partitions * index.free_size   # one table row per index element
+    moved = rows * table.free_size * table.dtype.itemsize
+    return rows * per_row, run * table.dtype.itemsize, moved
 
 
 def _check_indirect(table: AP, index: AP, tile: AP) -> None:
-    if not index.dtype.name.startswith(("int", "uint")) or index.free_size != 1:
-        raise ProgramError("the index tile must be an integer [P, 1] tile")
-    if tile.partitions != index.partitions or tile.free_size != table.free_size:
+    if not index.dtype.name.startswith(("int", "uint")):
+        raise ProgramError("the index tile must be an integer tile")
+    if tile.partitions != index.partitions or tile.free_size != table.free_size * index.free_size:
         raise ProgramError(f"indirect DMA moves rows of {table.free_size} elements into a {tile.shape} tile "
                            f"indexed by {index.shape}")
 
 
 @instruction
 class DmaGather(DmaInstruction):
-    """Indirect DMA: dst[p, :] = table row index[p, 0] (descriptors built by the DMA generation engine).
+    """Indirect DMA: dst[p, f*R:(f+1)*R] = table row index[p, f] (descriptors built by the DMA generation
+    engine), R = a row's elements; an index tile of one column gathers one row per partition.
 
     ``table`` is an HBM pattern whose partition dim walks rows (``pstride`` = row stride in
     elements, ``partitions`` = number of rows) and whose free dims describe one row.
@@ -140,14 +142,16 @@ class DmaGather(DmaInstruction):
         _check_indirect(self.table, self.index, self.dst)
 
     def transfer(self, spec: HardwareSpec) -> DmaShape:
-        descriptors, desc_bytes, moved = _rows_moved(self.table, self.dst)
+        descriptors, desc_bytes, moved = _rows_moved(self.table, self.index, self.dst)
         return DmaShape(descriptors, desc_bytes, hbm_rate(spec, moved, moved), spec.dma_fixed_latency_ns + DGE_LATENCY_NS,
                         moved, 0, self.index.nbytes, moved)
 
 
 @instruction
 class DmaScatter(DmaInstruction):
-    """Indirect DMA the other way: table row index[p, 0] (+)= src[p, :] (added when ``accumulate``)."""
+    """Indirect DMA the other way: table row index[p, f] (+)= src[p, f*R:(f+1)*R] (added when
+    ``accumulate``); rows are written in (partition, column) order, so of two writes to one row the
+    later one stays."""
     OPCODE: ClassVar[str] = "DMA_SCATTER"
     READS: ClassVar[tuple[str, ...]] = ("src", "index")
     WRITES: ClassVar[tuple[str, ...]] = ("table",)
@@ -160,7 +164,7 @@ class DmaScatter(DmaInstruction):
         _check_indirect(self.table, self.index, self.src)
 
     def transfer(self, spec: HardwareSpec) -> DmaShape:
-        descriptors, desc_bytes, moved = _rows_moved(self.table, self.src)
+        descriptors, desc_bytes, moved = _rows_moved(self.table, self.index, self.src)
         hbm_r = moved if self.accumulate else 0
         return DmaShape(descriptors, desc_bytes, hbm_rate(spec, moved, hbm_r + moved),
                         spec.dma_fixed_latency_ns + DGE_LATENCY_NS, hbm_r, moved, self.index.nbytes + moved, 0)
