@@ -17,6 +17,7 @@ from rich.console import Console
 from trnscope.analysis import ProfileAnalysis, ProfileError, load_profile
 from trnscope.analysis.profile_dir import ProfileFormatError, read_ntff, read_ntff_header
 from trnscope.cli.main import main as cli
+from trnscope.formats import neff as neff_header
 
 NTFF_HEAD = struct.Struct("<4sHHIQ32s")
 
@@ -91,9 +92,9 @@ def _neff_with(path, edit):
         members = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
     members = [(name, edit(name, blob)) for name, blob in members]
     body = neff_format._tar_bytes(members)
-    fields = list(neff_format._HEADER.unpack(data[:neff_format._HEADER.size]))
+    fields = list(neff_header.HEADER.unpack(data[:neff_header.HEADER.size]))
     fields[3], fields[8] = len(body), hashlib.sha256(body).digest()
-    path.write_bytes(neff_format._HEADER.pack(*fields).ljust(hsize, b"\0") + body)
+    path.write_bytes(neff_header.HEADER.pack(*fields).ljust(hsize, b"\0") + body)
 
 
 def _json_edit(member: str, change):
