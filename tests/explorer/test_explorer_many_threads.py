@@ -61,3 +61,20 @@ def test_python_calls_per_extra_thread_stay_few(tmp_path):
     assert len(opened["first"]["lanes"]) == INITIAL_LANES
     assert len(opened["all"]["lanes"]) == EVENTS
     assert all(len(columns["ts"]) == 1 for columns in opened["all"]["lanes"].values())
+
+
+def test_a_trace_past_the_event_limit_is_an_error_with_the_way_to_open_it(tmp_path, monkeypatch):
+    import pytest
+
+    from trnscope.analysis import ProfileError
+    from trnscope.trace.builder import MAX_EVENTS_VARIABLE
+
+    monkeypatch.setenv(MAX_EVENTS_VARIABLE, "100")
+    path = tmp_path / "big.pt.trace.json"
+    write_trace(path, 10)
+    explorer = Explorer([path], cache=None)
+    entry = explorer.catalog.entries()[0]
+    with pytest.raises(ProfileError) as raised:
+        explorer.sessions.get(entry)
+    assert "more than 100 events" in raised.value.problem and MAX_EVENTS_VARIABLE in raised.value.hint
+    assert explorer.sessions.status(entry) == "error"  # kept: the next request does not parse it again

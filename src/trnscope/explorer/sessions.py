@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..analysis import ProfileAnalysis, ProfileError, TraceCache, load_profile
 from ..analysis.device_trace import build_device_trace
 from ..analysis.profile_dir import ProfileFormatError, read_ntff
+from ..gcpause import gc_paused
 from .catalog import Entry
 from .device_view import DeviceView
 from .system_view import SystemView
@@ -42,7 +43,9 @@ class Session:
     def system(self) -> SystemView:
         with self._lock:
             if self._system is None:
-                self._system = SystemView(self.profile, name=self.entry.display_name)
+                with gc_paused():  # a lane per thread: objects by the hundred thousand, no cycles
+                    self._system = SystemView(self.profile, name=self.entry.display_name)
+                    self._system.describe()
             return self._system
 
     @property

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..formats import ntff as ntff_format
+from ..gcpause import gc_paused
 from ..formats.errors import FormatError
 from ..formats.ntff import semaphore_text
 
@@ -312,8 +313,6 @@ def encode_tables(timeline, limit: int | None = None, cache_key=None) -> tuple[d
     if key is not None and key in _cache:
         _cache.move_to_end(key)
         return _cache[key]["index"], _cache[key]["body"]
-    from ..isa.columns import gc_paused
-
     with gc_paused():  # the passes allocate; a collection would walk the whole Program for nothing
         index, body = ntff_format.encode_body(tables_of(timeline, limit))
     if key is not None and len(body) <= _CACHE_MAX_BYTES:
