@@ -3,8 +3,8 @@ of simulation; it was 54x when every instruction became a dict and back).
 
 In one run and one fresh process per tree: the Program is built, simulated once to warm up (numba,
 the shape index, as in a profiled run where the NEFF was hashed and simulated before the export),
-then ``simulate(cache=False)`` and ``profiling.ntff.write_ntff`` (no table cache) are each timed,
-best of several runs, in CPU seconds (``time.process_time``: on a shared machine the wall clock
+then ``simulate(cache=False)`` and ``profiling.ntff.write_ntff`` (no table cache) are timed
+alternately, best of several runs each, in CPU seconds (``time.process_time``: on a shared machine the wall clock
 measures the neighbours too). The same is measured on the source tree of a baseline commit
 (``--baseline REV``, default the commit before the columnar export), so before and after come from
 the same machine at the same time.
@@ -38,22 +38,21 @@ program = matmul_program(size, size, size, "bfloat16", spec=hw.TRN2)
 timeline = simulate(program, hw.TRN2, cache=False)  # warm-up: numba, the shape index
 
 
-def best(work):
-    times = []
-    for _ in range(repeat):
-        start = time.process_time()
-        work()
-        times.append(time.process_time() - start)
-    return min(times)
+def seconds(work):
+    start = time.process_time()
+    work()
+    return time.process_time() - start
 
 
-sim = best(lambda: simulate(program, hw.TRN2, cache=False))
 header = {"neff_id": str(program.neff_id), "neff_name": program.name, "vnc": 0, "target": "trn2"}
 with tempfile.TemporaryDirectory() as tmp:
     path = Path(tmp) / "1_instid_0_vnc_0.ntff"
-    export = best(lambda: ntff.write_ntff(path, header, timeline))
+    sims, exports = [], []
+    for _ in range(repeat):  # alternated, so a busy spell of the machine hits both alike
+        sims.append(seconds(lambda: simulate(program, hw.TRN2, cache=False)))
+        exports.append(seconds(lambda: ntff.write_ntff(path, header, timeline)))
     size_bytes = path.stat().st_size
-print(len(program.instructions), sim, export, size_bytes)
+print(len(program.instructions), min(sims), min(exports), size_bytes)
 """
 
 
@@ -67,7 +66,7 @@ def measure(src: Path, size: int, repeat: int) -> tuple[int, float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=4096)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--baseline", default=BEFORE)
     args = parser.parse_args()
     rows = []

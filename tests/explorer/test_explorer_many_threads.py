@@ -78,3 +78,19 @@ def test_a_trace_past_the_event_limit_is_an_error_with_the_way_to_open_it(tmp_pa
         explorer.sessions.get(entry)
     assert "more than 100 events" in raised.value.problem and MAX_EVENTS_VARIABLE in raised.value.hint
     assert explorer.sessions.status(entry) == "error"  # kept: the next request does not parse it again
+
+
+def test_loaded_traces_hold_at_most_the_event_limit_together(tmp_path, monkeypatch):
+    from trnscope.trace.builder import MAX_EVENTS_VARIABLE
+
+    monkeypatch.setenv(MAX_EVENTS_VARIABLE, str(2 * EVENTS + 10))
+    for name in ("a", "b", "c"):
+        write_trace(tmp_path / f"{name}.pt.trace.json", 10)
+    explorer = Explorer([tmp_path], cache=None)
+    entries = sorted(explorer.catalog.entries(), key=lambda e: e.relpath)
+    for entry in entries:
+        explorer.sessions.get(entry)
+    # two traces of EVENTS fit the budget, the third pushes the least recently used one out
+    assert [explorer.sessions.status(e) for e in entries] == ["not loaded", "loaded", "loaded"]
+    explorer.sessions.get(entries[0])  # opened again when asked for
+    assert [explorer.sessions.status(e) for e in entries] == ["loaded", "not loaded", "loaded"]

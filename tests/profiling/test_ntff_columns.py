@@ -225,7 +225,7 @@ def test_on_chip_accesses_are_each_instructions_patterns_in_program_order(reques
             want += [(i, 0 if ap.space.value == "sbuf" else 1, ap.offset, ap.offset + ap.extent_bytes(),
                       ap.start + ap.partitions, is_write) for ap in aps if ap.on_chip]
     cols = program_columns(program)
-    got = list(zip(*(a.tolist() for a in ntff._on_chip_accesses(program, cols.reps, cols.shape))))
+    got = list(zip(*(a.tolist() for a in ntff._ShapePatterns(cols.reps).on_chip(cols.shape))))
     assert got == want and len(want) > 20
 
 

@@ -55,15 +55,8 @@ def tables_of(timeline, limit: int | None = None) -> dict[str, dict]:
     engine = _texts([r.engine.value for r in forms], form)
     opcode = _texts([r.OPCODE for r in forms], form)
     signals = _texts([semaphore_text((names[s], v) for s, v in r.signals) for r in forms], form)
-    described: dict[int, str] = {}  # shapes share access patterns: each is written once
-
-    def describe(ap) -> str:
-        text = described.get(ap._sid)
-        if text is None:
-            text = described[ap._sid] = ap.describe()
-        return text
-
-    operands = _texts([" ".join(describe(ap) for ap in (*r.reads(), *r.writes())) for r in cols.reps], shape)
+    patterns = _ShapePatterns(cols.reps)
+    operands = _texts(patterns.operands, shape)
     labels = list(program.ops) + [""]
     op = np.asarray(cols.op[:n])
     framework_op = _texts(labels, np.where((op >= 0) & (op < len(program.ops)), op, len(program.ops)))
@@ -107,7 +100,7 @@ def tables_of(timeline, limit: int | None = None) -> dict[str, dict]:
     }
     return {"instruction": instruction, "dma": dma,
             "semaphore": _semaphore_table(cols, n, engine, sem_names, start, end, wait),
-            "allocation": allocation_table(timeline, limit, columns=cols)}
+            "allocation": allocation_table(timeline, limit, columns=cols, patterns=patterns)}
 
 
 def _texts(values: list[str], index: np.ndarray):
@@ -176,37 +169,48 @@ def nki_source_locations(program) -> list[str] | None:
     return _nki_sources(program, len(program.instructions)).to_pylist()
 
 
-def _on_chip_accesses(program, reps: list, shape: np.ndarray):
-    """Every on-chip access of the first ``len(shape)`` instructions, in program order (an
-    instruction's reads, then its writes): (instruction, space 0 sbuf / 1 psum, first byte, end
-    byte, partitions reached, is write), from each shape's patterns once."""
-    seen: dict[int, tuple | None] = {}  # shapes share access patterns
+class _ShapePatterns:
+    """What the tables need from each shape's access patterns, in one walk over the shapes (which
+    share patterns: each is looked at once): its operands' text (``AP.describe``, reads then
+    writes) and its on-chip accesses as CSR rows (space 0 sbuf / 1 psum, first byte, end byte,
+    partitions reached, is write)."""
 
-    def access(ap) -> tuple | None:
-        found = seen.get(ap._sid, False)
-        if found is False:
-            found = seen[ap._sid] = ((0 if ap.space.value == "sbuf" else 1, ap.offset, ap.offset + ap.extent_bytes(),
-                                      ap.start + ap.partitions) if ap.on_chip else None)
-        return found
+    def __init__(self, reps: list) -> None:
+        seen: dict[int, tuple] = {}
+        self.operands: list[str] = []
+        flat: list[tuple] = []
+        sizes: list[int] = []
+        for rep in reps:
+            words, before = [], len(flat)
+            for is_write, aps in ((0, rep.reads()), (1, rep.writes())):
+                for ap in aps:
+                    known = seen.get(ap._sid)
+                    if known is None:
+                        access = ((0 if ap.space.value == "sbuf" else 1, ap.offset, ap.offset + ap.extent_bytes(),
+                                   ap.start + ap.partitions) if ap.on_chip else None)
+                        known = seen[ap._sid] = (ap.describe(), access)
+                    words.append(known[0])
+                    if known[1] is not None:
+                        flat.append((*known[1], is_write))
+            self.operands.append(" ".join(words))
+            sizes.append(len(flat) - before)
+        self.accesses = np.array(flat, np.int64).reshape(-1, 5)
+        self.ptr = np.zeros(len(reps) + 1, np.int64)
+        np.cumsum(sizes, out=self.ptr[1:])
 
-    flat, sizes = [], []
-    for rep in reps:
-        before = len(flat)
-        for is_write, aps in ((0, rep.reads()), (1, rep.writes())):
-            flat += [(*a, is_write) for a in map(access, aps) if a is not None]
-        sizes.append(len(flat) - before)
-    flat = np.array(flat, np.int64).reshape(-1, 5)
-    ptr = np.zeros(len(reps) + 1, np.int64)
-    np.cumsum(sizes, out=ptr[1:])
-    count = np.diff(ptr)[shape]
-    out_ptr = np.zeros(len(shape) + 1, np.int64)
-    np.cumsum(count, out=out_ptr[1:])
-    src = np.repeat(ptr[shape] - out_ptr[:-1], count) + np.arange(int(out_ptr[-1]), dtype=np.int64)
-    rows = flat[src]
-    return np.repeat(np.arange(len(shape), dtype=np.int64), count), rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4]
+    def on_chip(self, shape: np.ndarray):
+        """Every on-chip access of the instructions of these shapes, in program order:
+        (instruction, space, first byte, end byte, partitions, is write) columns."""
+        count = np.diff(self.ptr)[shape]
+        out_ptr = np.zeros(len(shape) + 1, np.int64)
+        np.cumsum(count, out=out_ptr[1:])
+        src = np.repeat(self.ptr[shape] - out_ptr[:-1], count) + np.arange(int(out_ptr[-1]), dtype=np.int64)
+        rows = self.accesses[src]
+        return (np.repeat(np.arange(len(shape), dtype=np.int64), count),
+                rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4])
 
 
-def allocation_table(timeline, limit: int | None = None, columns=None) -> dict[str, np.ndarray]:
+def allocation_table(timeline, limit: int | None = None, columns=None, patterns=None) -> dict[str, np.ndarray]:
     """Live ranges of on-chip memory (SBUF, PSUM), from the access patterns and the timeline.
 
     A Program names no allocations, only the byte ranges each instruction reads and writes (the
@@ -224,7 +228,8 @@ def allocation_table(timeline, limit: int | None = None, columns=None) -> dict[s
     program = timeline.program
     cols = columns if columns is not None else program_columns(program)
     n = len(program.instructions) if limit is None else min(limit, len(program.instructions))
-    ins_id, space_of, lo, hi, parts, write = _on_chip_accesses(program, cols.reps, cols.shape[:n])
+    patterns = patterns if patterns is not None else _ShapePatterns(cols.reps)
+    ins_id, space_of, lo, hi, parts, write = patterns.on_chip(cols.shape[:n])
     start = np.asarray(timeline.start_ns[:n], np.float64)
     end = np.asarray(timeline.end_ns[:n], np.float64)
     labels = list(program.ops) + [""]
