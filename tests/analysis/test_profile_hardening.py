@@ -44,6 +44,22 @@ def test_system_trace_events_that_are_not_objects_are_named(profile, events):
         load_profile(profile)
 
 
+@pytest.mark.parametrize("cat", ["framework", "neuron_rt"])
+@pytest.mark.parametrize("field", ["pid", "tid"])
+def test_system_trace_thread_ids_that_are_objects_are_named(profile, cat, field):
+    """Found by the fuzz suite at TRNSCOPE_FUZZ_SCALE=3: a system-trace event whose pid or tid is an
+    object raised TypeError (unhashable) while the traces were merged."""
+    doc = orjson.loads((profile / "system_trace.json").read_bytes())
+    target = next(e for e in doc["traceEvents"] if e.get("cat") == cat)
+    target[field] = {"x": 1}
+    doc["traceEvents"].append({"ph": "M", "name": "thread_name", "pid": {"x": 1}, "tid": 1, "args": {"name": "t"}})
+    (profile / "system_trace.json").write_bytes(orjson.dumps(doc))
+    try:
+        ProfileAnalysis(load_profile(profile))  # the duplicate framework events are dropped: it opens
+    except ProfileError as exc:
+        assert "not a string or an integer" in exc.problem and "re-export" in exc.hint
+
+
 def _rewrite_ntff(path, header=None, body=None):
     data = path.read_bytes()
     magic, major, minor, hsize, bsize, digest = NTFF_HEAD.unpack_from(data)

@@ -172,13 +172,14 @@ def merged_trace_document(files: ProfileFiles) -> dict:
     document = {k: v for k, v in framework.items() if k != "traceEvents"}
     if files.system_trace is not None:
         system = _load_trace_json(files.system_trace)
-        framework_tids = {(e.get("pid"), e.get("tid")) for e in system.get("traceEvents") or []
+        framework_tids = {_thread_key(e) for e in system.get("traceEvents") or []
                           if e.get("cat") in _DUPLICATE_SYSTEM_CATEGORIES}
+        framework_tids.discard(None)
         for event in system.get("traceEvents") or []:
             if event.get("cat") in _DUPLICATE_SYSTEM_CATEGORIES:
                 continue
             if event.get("ph") == "M" and event.get("name") in ("thread_name", "thread_sort_index") and \
-                    (event.get("pid"), event.get("tid")) in framework_tids:
+                    _thread_key(event) in framework_tids:
                 continue  # keep the framework trace's own thread names
             events.append(event)
         if isinstance(system.get("neuron"), dict):
@@ -189,6 +190,13 @@ def merged_trace_document(files: ProfileFiles) -> dict:
         events.extend(_cpu_counter_events(files.cpu_util, base_ns, _first_pid(events)))
     document["traceEvents"] = events
     return document
+
+
+def _thread_key(event: dict) -> tuple | None:
+    """(pid, tid) of an event, or None when either is not a JSON scalar (a damaged event: the
+    trace reader names it when the merged trace is parsed)."""
+    key = (event.get("pid"), event.get("tid"))
+    return key if all(v is None or isinstance(v, (str, int, float)) for v in key) else None
 
 
 def _load_trace_json(path: Path) -> dict:

@@ -105,7 +105,7 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     result = RetimeResult(out=out, target=spec.name)
 
     # 1. every NEFF again for the new target
-    from ..analysis.profile_dir import read_ntff_header
+    from ..formats.ntff import read_header as read_ntff_header
 
     new_time: dict[str, float] = {}
     new_summary: dict[str, dict] = {}
