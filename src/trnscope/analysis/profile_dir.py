@@ -172,11 +172,10 @@ def merged_trace_document(files: ProfileFiles) -> dict:
     document = {k: v for k, v in framework.items() if k != "traceEvents"}
     if files.system_trace is not None:
         system = _load_trace_json(files.system_trace)
-        framework_tids = {_thread_key(e) for e in system.get("traceEvents") or []
-                          if e.get("cat") in _DUPLICATE_SYSTEM_CATEGORIES}
+        framework_tids = {_thread_key(e) for e in system.get("traceEvents") or [] if _repeats_framework(e)}
         framework_tids.discard(None)
         for event in system.get("traceEvents") or []:
-            if event.get("cat") in _DUPLICATE_SYSTEM_CATEGORIES:
+            if _repeats_framework(event):
                 continue
             if event.get("ph") == "M" and event.get("name") in ("thread_name", "thread_sort_index") and \
                     _thread_key(event) in framework_tids:
@@ -190,6 +189,11 @@ def merged_trace_document(files: ProfileFiles) -> dict:
         events.extend(_cpu_counter_events(files.cpu_util, base_ns, _first_pid(events)))
     document["traceEvents"] = events
     return document
+
+
+def _repeats_framework(event: dict) -> bool:
+    cat = event.get("cat")
+    return isinstance(cat, str) and cat in _DUPLICATE_SYSTEM_CATEGORIES  # any JSON value may be there
 
 
 def _thread_key(event: dict) -> tuple | None:
