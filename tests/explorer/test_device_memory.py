@@ -108,7 +108,8 @@ def expected_ranges(tl):
 
 
 def test_allocation_table_has_the_hand_derived_live_ranges(timeline):
-    table = ntff_format.allocation_table(timeline)
+    table = {name: list(column.to_pylist() if hasattr(column, "to_pylist") else column)
+             for name, column in ntff_format.allocation_table(timeline).items()}
     rows = sorted(zip(table["space"], table["offset"], table["bytes_per_partition"], table["start_ns"],
                       table["end_ns"], table["first_instruction"], table["last_instruction"]),
                   key=lambda r: (r[3], r[0]))

@@ -17,6 +17,7 @@ capped file says ``truncated: true`` and how many rows it holds of how many.
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import attrgetter
 
 import numpy as np
 import pyarrow as pa
@@ -68,8 +69,9 @@ def tables_of(timeline, limit: int | None = None) -> dict[str, dict]:
     # once per distinct combination
     stream, pcore = np.asarray(enc.stream[:n], np.int64), np.asarray(enc.pcore[:n], np.int64)
     combo = (stream * 2 + (kind == KIND_LS)) * 256 + pcore
-    _, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
-    track = _texts([track_name(program, enc, int(i)) for i in first], inverse.reshape(-1))
+    present = np.flatnonzero(np.bincount(combo)) if n else np.zeros(0, np.int64)
+    first = [int(np.argmax(combo == code)) for code in present.tolist()]  # a few dozen rows at most
+    track = _texts([track_name(program, enc, i) for i in first], np.searchsorted(present, combo))
 
     start = np.asarray(timeline.start_ns[:n], np.float64)
     end = np.asarray(timeline.end_ns[:n], np.float64)
@@ -176,22 +178,34 @@ class _ShapePatterns:
     partitions reached, is write)."""
 
     def __init__(self, reps: list) -> None:
+        from ..isa.ap import AP
+
         seen: dict[int, tuple] = {}
+        fields: dict[type, tuple] = {}  # per instruction class: a getter of its READS + WRITES, and how many read
         self.operands: list[str] = []
         flat: list[tuple] = []
         sizes: list[int] = []
         for rep in reps:
+            cls = type(rep)
+            known_class = fields.get(cls)
+            if known_class is None:
+                names = (*cls.READS, *cls.WRITES)
+                getter = attrgetter(*names) if len(names) > 1 else (
+                    (lambda r, g=attrgetter(names[0]): (g(r),)) if names else (lambda r: ()))
+                known_class = fields[cls] = (getter, len(cls.READS))
+            getter, reads = known_class
             words, before = [], len(flat)
-            for is_write, aps in ((0, rep.reads()), (1, rep.writes())):
-                for ap in aps:
-                    known = seen.get(ap._sid)
-                    if known is None:
-                        access = ((0 if ap.space.value == "sbuf" else 1, ap.offset, ap.offset + ap.extent_bytes(),
-                                   ap.start + ap.partitions) if ap.on_chip else None)
-                        known = seen[ap._sid] = (ap.describe(), access)
-                    words.append(known[0])
-                    if known[1] is not None:
-                        flat.append((*known[1], is_write))
+            for k, ap in enumerate(getter(rep)):
+                if type(ap) is not AP:
+                    continue  # an immediate operand, or an absent optional one
+                known = seen.get(ap._sid)
+                if known is None:
+                    access = ((0 if ap.space.value == "sbuf" else 1, ap.offset, ap.offset + ap.extent_bytes(),
+                               ap.start + ap.partitions) if ap.on_chip else None)
+                    known = seen[ap._sid] = (ap.describe(), access)
+                words.append(known[0])
+                if known[1] is not None:
+                    flat.append((*known[1], int(k >= reads)))
             self.operands.append(" ".join(words))
             sizes.append(len(flat) - before)
         self.accesses = np.array(flat, np.int64).reshape(-1, 5)
@@ -210,7 +224,7 @@ class _ShapePatterns:
                 rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4])
 
 
-def allocation_table(timeline, limit: int | None = None, columns=None, patterns=None) -> dict[str, np.ndarray]:
+def allocation_table(timeline, limit: int | None = None, columns=None, patterns=None) -> dict:
     """Live ranges of on-chip memory (SBUF, PSUM), from the access patterns and the timeline.
 
     A Program names no allocations, only the byte ranges each instruction reads and writes (the
@@ -235,36 +249,34 @@ def allocation_table(timeline, limit: int | None = None, columns=None, patterns=
     labels = list(program.ops) + [""]
     op = np.asarray(cols.op[:n])
     op = np.where((op >= 0) & (op < len(program.ops)), op, len(program.ops))
-    pieces = []
-    for space, space_name in ((0, "sbuf"), (1, "psum")):
-        mine = np.flatnonzero(space_of == space)
-        if len(mine):
-            pieces.append((space_name, _live_ranges(ins_id[mine], lo[mine], hi[mine], parts[mine], write[mine],
-                                                    start, end)))
-    table = {c: [] for c in ntff_format.ALLOCATION_COLUMNS}
-    rows = 0
-    for space_name, (first, final, g_lo, g_hi, nbytes, g_parts) in pieces:
-        count = len(first)
-        table["id"].append(np.arange(rows, rows + count, dtype=np.int64))
-        table["space"].append(np.full(count, space_name, dtype=object))
-        table["offset"].append(g_lo)
-        table["end_offset"].append(g_hi)
-        table["bytes_per_partition"].append(nbytes)
-        table["partitions"].append(g_parts)
-        table["start_ns"].append(start[first])
-        table["end_ns"].append(np.maximum(end[final], start[first]))
-        table["first_instruction"].append(first)
-        table["last_instruction"].append(final)
-        table["framework_op"].append(np.asarray(labels, dtype=object)[op[first]])
-        rows += count
-    kinds = {"space": object, "framework_op": object, "start_ns": np.float64, "end_ns": np.float64}
-    return {c: np.concatenate(v) if v else np.zeros(0, kinds.get(c, np.int64)) for c, v in table.items()}
+    if not len(ins_id):
+        kinds = {"start_ns": np.float64, "end_ns": np.float64}
+        empty = {c: np.zeros(0, kinds.get(c, np.int64)) for c in ntff_format.ALLOCATION_COLUMNS}
+        return {**empty, "space": _texts([], empty["id"]), "framework_op": _texts([], empty["id"])}
+    # both spaces in one pass: PSUM's byte offsets moved past any SBUF one, so no piece spans both
+    shift = space_of << _SPACE_SHIFT
+    first, final, g_lo, g_hi, nbytes, g_parts = _live_ranges(ins_id, lo + shift, hi + shift, parts, write, end)
+    space = g_lo >> _SPACE_SHIFT
+    order = np.lexsort((g_lo, start[first], space))  # SBUF rows, then PSUM rows, each by start and offset
+    first, final, space = first[order], final[order], space[order]
+    g_lo, g_hi = g_lo[order] - (space << _SPACE_SHIFT), g_hi[order] - (space << _SPACE_SHIFT)
+    return {
+        "id": np.arange(len(first), dtype=np.int64), "space": _texts(["sbuf", "psum"], space),
+        "offset": g_lo, "end_offset": g_hi, "bytes_per_partition": nbytes[order], "partitions": g_parts[order],
+        "start_ns": start[first], "end_ns": np.maximum(end[final], start[first]),
+        "first_instruction": first, "last_instruction": final,
+        "framework_op": _texts(labels, op[first]),
+    }
 
 
-def _live_ranges(ins_id, lo, hi, parts, write, start, end):
+_SPACE_SHIFT = 40  # bytes per partition are far fewer than 2**40
+
+
+def _live_ranges(ins_id, lo, hi, parts, write, end):
     """(first instruction, last instruction, first byte, end byte, bytes per partition, partitions)
-    of each live range of one space, in order of start time then offset."""
-    bounds = np.unique(np.concatenate((lo, hi)))
+    of each live range (value rows with the same opener and closer), in order of the two."""
+    bounds = np.sort(np.concatenate((lo, hi)))  # np.unique, by sorting: its hashing is slower here
+    bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))]
     first_seg = np.searchsorted(bounds, lo)
     count = np.searchsorted(bounds, hi) - first_seg
     keep = count > 0
@@ -306,9 +318,7 @@ def _live_ranges(ins_id, lo, hi, parts, write, start, end):
     g_lo = np.minimum.reduceat(bounds[piece][order], runs)
     g_hi = np.maximum.reduceat(bounds[piece + 1][order], runs)
     g_parts = np.maximum.reduceat(width[order], runs)
-    first, final = opener[order][runs], closer[order][runs]
-    order = np.lexsort((g_lo, start[first]))
-    return first[order], final[order], g_lo[order], g_hi[order], nbytes[order], g_parts[order]
+    return opener[order][runs], closer[order][runs], g_lo, g_hi, nbytes, g_parts
 
 
 def encode_tables(timeline, limit: int | None = None, cache_key=None) -> tuple[dict, bytes]:
