@@ -5,7 +5,8 @@ Wall-clock ratios belong in benchmarks/bench_many_threads.py; this test counts t
 calls of the explorer's open path (load, session, layout, first level of detail, a full-width level
 of detail of every lane), which does not depend on the machine. Before the per-track steps were
 vectorised an extra thread cost 155 calls (a lane layout, a nesting pass, a level-of-detail pass
-and a slice-column pass each); now it costs 36 (a Track, a lane, their labels)."""
+and a slice-column pass each); now it costs 16 (its Track, role and lane, and its piece of the
+level of detail)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from trnscope.explorer.app import Explorer
 from trnscope.explorer.views import INITIAL_LANES
 
 EVENTS = 3000
-CALLS_PER_THREAD = 50
+CALLS_PER_THREAD = 25
 
 
 def write_trace(path, threads: int) -> None:

@@ -99,12 +99,12 @@ class TraceBuilder:
             return
         pids, tids = zip(*new)
         for values in (pids, tids):
-            if not all(type(value) is int for value in values) or min(values) < -(2**63) or max(values) >= 2**64:
+            if set(map(type, values)) != {int} or min(values) < -(2**63) or max(values) >= 2**64:
                 for value in values:  # the odd one out, with its own message
                     _check_track_key(value)
         first = len(self.track_infos)
         self.track_keys.update(zip(new, range(first, first + len(new))))
-        self.track_infos.extend(TrackInfo(pid, tid) for pid, tid in new)
+        self.track_infos.extend(map(TrackInfo, pids, tids))
 
     def counter_track_for(self, pid: object, name: str) -> int:
         key = ("counter", pid, name)
@@ -299,27 +299,31 @@ class TraceBuilder:
         mostly_device = (2 * device > total).tolist()  # classify's device_fraction > 0.5
         no_process = ProcessInfo()
         kinds: dict[tuple, TrackKind] = {}
-        process_keys: dict[object, tuple] = {}
+        processes: dict[object, tuple] = {}  # pid -> (ProcessInfo, its half of the display key)
         keys, fields = [], []
         for old, info in enumerate(self.track_infos):
-            pid, tid = info.pid, info.tid
-            process = self.processes.get(pid, no_process)
+            pid, tid, name = info.pid, info.tid, info.name
+            known = processes.get(pid)
+            if known is None:
+                process = self.processes.get(pid, no_process)
+                known = processes[pid] = (process, process_display_key(pid, process.sort_index))
+            process, process_key = known
             kind = info.kind
             if kind is None:
-                features = (info.counter, _is_number(pid), _is_number(tid), info.name, process.name,
-                            process.labels, mostly_device[old])
+                # what classify() decides by (a pid or tid that is an int, not a bool: type() is int)
+                features = (info.counter, type(pid) is int, type(tid) is int, name, process.name, process.labels,
+                            mostly_device[old])
                 kind = kinds.get(features)
                 if kind is None:
                     kind = kinds[features] = classify(
-                        is_counter=info.counter, pid=pid, tid=tid, thread_name=info.name,
+                        is_counter=info.counter, pid=pid, tid=tid, thread_name=name,
                         process_name=process.name, process_labels=process.labels,
                         device_fraction=1.0 if mostly_device[old] else 0.0)
-            process_key = process_keys.get(pid)
-            if process_key is None:
-                process_key = process_keys[pid] = process_display_key(pid, process.sort_index)
-            keys.append(process_key + thread_display_key(kind, tid, info.sort_index, info.name))
-            fields.append((kind, pid, tid, info.name, process.name, process.labels, process.sort_index,
-                           info.sort_index))
+            if info.sort_index is None and type(tid) is int:  # most threads: thread_display_key inlined
+                keys.append(process_key + (kind is TrackKind.COUNTER, (0, tid), (0, tid, ""), name))
+            else:
+                keys.append(process_key + thread_display_key(kind, tid, info.sort_index, name))
+            fields.append((kind, pid, tid, name, process.name, process.labels, process.sort_index, info.sort_index))
         ordered = sorted(range(count), key=keys.__getitem__)
         new_id = np.zeros(count, dtype=np.int32)
         new_id[np.asarray(ordered, dtype=np.int64)] = np.arange(count, dtype=np.int32)
@@ -372,10 +376,6 @@ class TraceBuilder:
             end_ts_ns=ts[target],
             end_next_slice=next_slice[target],
         )
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_track_key(value: object) -> None:
