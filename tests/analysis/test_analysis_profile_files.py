@@ -9,9 +9,8 @@ import pytest
 
 from trnscope.analysis import NEURON, ProfileError, detect_kind, load_profile
 from trnscope.analysis.device_trace import ENGINE_LANES, ENGINE_TITLES, WAIT_NAME, build_device_trace
-from trnscope.analysis.profile_dir import (
-    ProfileFormatError, parse_semaphore_list, read_ntff, read_ntff_header, scan_profile_dir,
-)
+from trnscope.analysis.profile_dir import ProfileFormatError, read_ntff, read_ntff_header, scan_profile_dir
+from trnscope.formats.ntff import parse_semaphore_list
 from trnscope.trace import TrackKind
 
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from trnscope.analysis import ProfileAnalysis, ProfileError, load_profile
 from trnscope.analysis.profile_dir import ProfileFormatError, read_ntff, read_ntff_header
 from trnscope.cli.main import main as cli
+from trnscope.formats import neff as neff_header
 
 NTFF_HEAD = struct.Struct("<4sHHIQ32s")
 
@@ -41,6 +42,22 @@ def test_system_trace_events_that_are_not_objects_are_named(profile, events):
     (profile / "system_trace.json").write_bytes(orjson.dumps({"traceEvents": events}))
     with pytest.raises(ProfileError, match=r"system_trace.json: event #0 is a JSON"):
         load_profile(profile)
+
+
+@pytest.mark.parametrize("cat", ["framework", "neuron_rt"])
+@pytest.mark.parametrize("field", ["pid", "tid", "cat"])
+def test_system_trace_thread_ids_that_are_objects_are_named(profile, cat, field):
+    """Found by the fuzz suite at TRNSCOPE_FUZZ_SCALE=3: a system-trace event whose pid, tid or
+    category is an object raised TypeError (unhashable) while the traces were merged."""
+    doc = orjson.loads((profile / "system_trace.json").read_bytes())
+    target = next(e for e in doc["traceEvents"] if e.get("cat") == cat)
+    target[field] = {"x": 1}
+    doc["traceEvents"].append({"ph": "M", "name": "thread_name", "pid": {"x": 1}, "tid": 1, "args": {"name": "t"}})
+    (profile / "system_trace.json").write_bytes(orjson.dumps(doc))
+    try:
+        ProfileAnalysis(load_profile(profile))  # the duplicate framework events are dropped: it opens
+    except ProfileError as exc:
+        assert exc.problem.startswith("event #") and "re-export" in exc.hint
 
 
 def _rewrite_ntff(path, header=None, body=None):
@@ -91,9 +108,9 @@ def _neff_with(path, edit):
         members = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
     members = [(name, edit(name, blob)) for name, blob in members]
     body = neff_format._tar_bytes(members)
-    fields = list(neff_format._HEADER.unpack(data[:neff_format._HEADER.size]))
+    fields = list(neff_header.HEADER.unpack(data[:neff_header.HEADER.size]))
     fields[3], fields[8] = len(body), hashlib.sha256(body).digest()
-    path.write_bytes(neff_format._HEADER.pack(*fields).ljust(hsize, b"\0") + body)
+    path.write_bytes(neff_header.HEADER.pack(*fields).ljust(hsize, b"\0") + body)
 
 
 def _json_edit(member: str, change):

@@ -29,6 +29,7 @@ from trnscope.analysis.device_trace import build_device_trace
 from trnscope.analysis.profile_dir import read_ntff
 from trnscope.compiler.builder import KernelBuilder
 from trnscope.explorer import create_app
+from trnscope.formats.ntff import encode_body
 from trnscope.hw import TRN2
 from trnscope.isa import Program
 from trnscope.isa.ap import hbm
@@ -90,14 +91,7 @@ def _write_ntff_1_0(path, header, timeline):
 
     tables = ntff_format.tables_of(timeline)
     del tables["allocation"]
-    index, parts, offset = {}, [], 0
-    for name, columns in tables.items():
-        blob = ntff_format._parquet(columns)
-        index[name] = {"offset": offset, "length": len(blob), "rows": len(columns["id" if "id" in columns else "instruction_id"]),
-                       "encoding": "parquet", "columns": list(columns)}
-        parts.append(blob)
-        offset += len(blob)
-    body = b"".join(parts)
+    index, body = encode_body(tables)
     head = orjson.dumps({**header, "format": "trnscope-ntff", "version": [1, 0], "tables": index})
     path.write_bytes(struct.pack("<4sHHIQ32s", b"NTFF", 1, 0, len(head), len(body), hashlib.sha256(body).digest())
                      + head + body)
@@ -114,7 +108,8 @@ def expected_ranges(tl):
 
 
 def test_allocation_table_has_the_hand_derived_live_ranges(timeline):
-    table = ntff_format.allocation_table(timeline)
+    table = {name: list(column.to_pylist() if hasattr(column, "to_pylist") else column)
+             for name, column in ntff_format.allocation_table(timeline).items()}
     rows = sorted(zip(table["space"], table["offset"], table["bytes_per_partition"], table["start_ns"],
                       table["end_ns"], table["first_instruction"], table["last_instruction"]),
                   key=lambda r: (r[3], r[0]))
@@ -202,7 +197,7 @@ def test_a_program_without_on_chip_tiles_shows_zero_usage_not_missing_data(tmp_p
     with p.origin("aten::copy_"):
         kb.dma(kb.queue("qSyncIO0"), hbm(a, 128, 64, [(1, 64)], "float32"), hbm(o, 128, 64, [(1, 64)], "float32"))
     timeline = simulate(p, TRN2, cache=False)
-    assert ntff_format.allocation_table(timeline)["id"] == []
+    assert len(ntff_format.allocation_table(timeline)["id"]) == 0
     device = build_device_trace(read_ntff(_write_profile(tmp_path / "profile", timeline)))
     assert device.memory["sbuf"]["peak_bytes"] == 0 and device.memory["psum"]["peak_bytes"] == 0
     assert device.memory["sbuf"]["allocations"] == 0

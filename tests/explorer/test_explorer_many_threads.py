@@ -5,7 +5,8 @@ Wall-clock ratios belong in benchmarks/bench_many_threads.py; this test counts t
 calls of the explorer's open path (load, session, layout, first level of detail, a full-width level
 of detail of every lane), which does not depend on the machine. Before the per-track steps were
 vectorised an extra thread cost 155 calls (a lane layout, a nesting pass, a level-of-detail pass
-and a slice-column pass each); now it costs 36 (a Track, a lane, their labels)."""
+and a slice-column pass each); now it costs 16 (its Track, role and lane, and its piece of the
+level of detail)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from trnscope.explorer.app import Explorer
 from trnscope.explorer.views import INITIAL_LANES
 
 EVENTS = 3000
-CALLS_PER_THREAD = 50
+CALLS_PER_THREAD = 25
 
 
 def write_trace(path, threads: int) -> None:
@@ -61,3 +62,36 @@ def test_python_calls_per_extra_thread_stay_few(tmp_path):
     assert len(opened["first"]["lanes"]) == INITIAL_LANES
     assert len(opened["all"]["lanes"]) == EVENTS
     assert all(len(columns["ts"]) == 1 for columns in opened["all"]["lanes"].values())
+
+
+def test_a_trace_past_the_event_limit_is_an_error_with_the_way_to_open_it(tmp_path, monkeypatch):
+    import pytest
+
+    from trnscope.analysis import ProfileError
+    from trnscope.trace.builder import MAX_EVENTS_VARIABLE
+
+    monkeypatch.setenv(MAX_EVENTS_VARIABLE, "100")
+    path = tmp_path / "big.pt.trace.json"
+    write_trace(path, 10)
+    explorer = Explorer([path], cache=None)
+    entry = explorer.catalog.entries()[0]
+    with pytest.raises(ProfileError) as raised:
+        explorer.sessions.get(entry)
+    assert "more than 100 events" in raised.value.problem and MAX_EVENTS_VARIABLE in raised.value.hint
+    assert explorer.sessions.status(entry) == "error"  # kept: the next request does not parse it again
+
+
+def test_loaded_traces_hold_at_most_the_event_limit_together(tmp_path, monkeypatch):
+    from trnscope.trace.builder import MAX_EVENTS_VARIABLE
+
+    monkeypatch.setenv(MAX_EVENTS_VARIABLE, str(2 * EVENTS + 10))
+    for name in ("a", "b", "c"):
+        write_trace(tmp_path / f"{name}.pt.trace.json", 10)
+    explorer = Explorer([tmp_path], cache=None)
+    entries = sorted(explorer.catalog.entries(), key=lambda e: e.relpath)
+    for entry in entries:
+        explorer.sessions.get(entry)
+    # two traces of EVENTS fit the budget, the third pushes the least recently used one out
+    assert [explorer.sessions.status(e) for e in entries] == ["not loaded", "loaded", "loaded"]
+    explorer.sessions.get(entries[0])  # opened again when asked for
+    assert [explorer.sessions.status(e) for e in entries] == ["loaded", "not loaded", "loaded"]

@@ -346,9 +346,11 @@ def fuzz_neffs(neff: Path, count: int, seed: int, workdir: Path) -> Tally:
 
 
 def _with_body(header: bytes, body: bytes, neff_format) -> bytes:
-    """The NEFF header with the size and hash of ``body`` (field layout: isa/neff.py's _HEADER)."""
+    """The NEFF header with the size and hash of ``body`` (field layout: trnscope.formats.neff.HEADER)."""
     import hashlib
 
-    fields = list(neff_format._HEADER.unpack(header[: neff_format._HEADER.size]))
+    from trnscope.formats import neff as neff_header
+
+    fields = list(neff_header.HEADER.unpack(header[: neff_header.HEADER.size]))
     fields[3], fields[8] = len(body), hashlib.sha256(body).digest()
-    return neff_format._HEADER.pack(*fields).ljust(len(header), b"\0")
+    return neff_header.HEADER.pack(*fields).ljust(len(header), b"\0")

@@ -4,7 +4,7 @@ loading path. Verdict: crashes, silent-wrong results and hangs are all 0.
 
 The default size runs in `make test` (about a minute per shard on one core). Set
 TRNSCOPE_FUZZ_SCALE=N for N times as many inputs (the figures in docs/hardening.md are from
-TRNSCOPE_FUZZ_SCALE=5), and TRNSCOPE_FUZZ_REPORT=FILE to get the counts as JSON.
+TRNSCOPE_FUZZ_SCALE=3), and TRNSCOPE_FUZZ_REPORT=FILE to get the counts as JSON.
 """
 
 from __future__ import annotations

@@ -225,6 +225,31 @@ def test_identical_events_nest_at_most_max_depth_levels():
     assert 0 < len(view.rows) <= MAX_DEPTH * 100 and int(view.merged.sum()) == count
 
 
+@pytest.mark.parametrize("kind", ["X", "B/E", "i", "C"])
+def test_a_trace_past_the_event_limit_is_refused_with_the_way_to_open_it(monkeypatch, kind):
+    from trnscope.trace.builder import MAX_EVENTS_VARIABLE
+
+    monkeypatch.setenv(MAX_EVENTS_VARIABLE, "1000")
+    make = {"X": lambda i: [event(ts=i, dur=1)],
+            "B/E": lambda i: [{"ph": "B", "name": "b", "pid": 1, "tid": 1, "ts": 2 * i},
+                              {"ph": "E", "pid": 1, "tid": 1, "ts": 2 * i + 1}],
+            "i": lambda i: [{"ph": "i", "name": "m", "pid": 1, "tid": 1, "ts": i}],
+            "C": lambda i: [{"ph": "C", "name": "c", "pid": 1, "ts": i, "args": {"v": i}}]}[kind]
+    per = 2 if kind == "B/E" else 1
+    fits = [e for i in range(1000 // per) for e in make(i)]
+    assert parse_kineto(doc(*fits)) is not None  # exactly at the limit: read
+    with pytest.raises(TraceFormatError, match=rf"big.json: more than 1,000 events.*{MAX_EVENTS_VARIABLE}"):
+        parse_kineto(doc(*fits, *make(10_000)), "big.json")
+
+
+def test_the_event_limit_variable_must_be_a_number(monkeypatch):
+    from trnscope.trace.builder import MAX_EVENTS_VARIABLE
+
+    monkeypatch.setenv(MAX_EVENTS_VARIABLE, "lots")
+    with pytest.raises(TraceFormatError, match=f"{MAX_EVENTS_VARIABLE}: 'lots' is not a number"):
+        parse_kineto(doc(event(ts=1, dur=1)))
+
+
 def test_a_begin_left_open_in_an_epoch_trace_keeps_its_nanoseconds_through_export():
     text = doc(event(ts=EPOCH_US + 0.125, dur=2), {"ph": "B", "name": "open", "pid": 1, "tid": 2, "ts": 1.5},
                event(ts=EPOCH_US + 3.25, dur=1.5))

@@ -10,47 +10,31 @@ docs/file-formats.md) is ``<out>/<host>_pid_<pid>/<timestamp>/`` holding
     cpu_util.json, host_mem.json   host samples (optional)
     manifest.json                  written last: every file, and whether the profile is complete
 
-The format may still change: nothing outside this module reads these files directly, so a change
-lands here and nowhere else. Reading never imports torch (``trnscope.profiling`` does, so its own
-NTFF reader cannot be used here; this one follows the layout documented in ntff.py).
+The files' formats (names, manifest, NTFF) are defined in :mod:`trnscope.formats`, which the writer
+uses too; this module is what the analyses and the explorer know about a directory of them: which
+files it holds, what a user should be told about it, and its traces merged into one timeline.
+Reading never imports torch.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
-import re
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import orjson
 
-from ..trace.arrow import pa, pq
+from ..formats import ntff as ntff_format
+from ..formats.errors import FormatError
+from ..formats.profile import (CPU_UTIL, FRAMEWORK_TRACE, HOST_MEM, MANIFEST, NEFF_NAME, NTFF_NAME, SYSTEM_TRACE,
+                               is_profile_file, looks_like_manifest)
+from ..trace.arrow import pa
 
-MANIFEST = "manifest.json"
-FRAMEWORK_TRACE = "trace.json"
-SYSTEM_TRACE = "system_trace.json"
-CPU_UTIL = "cpu_util.json"
-HOST_MEM = "host_mem.json"
-MANIFEST_SCHEMA = "trnscope-profile-manifest"
+# A profile file that cannot be read; the message names the file and what is wrong.
+ProfileFormatError = FormatError
 
-_NTFF_NAME = re.compile(r"^(?P<neff>\d+)_instid_(?P<inst>\d+)_vnc_(?P<nc>\d+)\.ntff$")
-_NEFF_NAME = re.compile(r"^neff_(?P<neff>\d+)\.neff$")
-_NTFF_MAGIC = b"NTFF"
-_NTFF_HEAD = struct.Struct("<4sHHIQ32s")  # magic, major, minor, header size, body size, body sha256
-_NTFF_MAJOR = 1
-
-
-class ProfileFormatError(ValueError):
-    """A profile file that cannot be read; the message names the file and what is wrong."""
-
-    def __init__(self, path: str | Path, problem: str, hint: str = "") -> None:
-        self.path = str(path)
-        self.problem = problem
-        self.hint = hint
-        super().__init__(f"{path}: {problem}" + (f". {hint}" if hint else ""))
+__all__ = ["ProfileFiles", "ProfileFormatError", "Ntff", "is_profile_dir", "is_profile_file", "merged_trace_document",
+           "read_ntff", "read_ntff_header", "scan_profile_dir"]
 
 
 @dataclass
@@ -115,12 +99,6 @@ class ProfileFiles:
         return out
 
 
-def is_profile_file(name: str) -> bool:
-    """Whether a file name is one a profile directory is made of (the files this module reads)."""
-    return name in (MANIFEST, FRAMEWORK_TRACE, SYSTEM_TRACE, CPU_UTIL, HOST_MEM) or bool(
-        _NTFF_NAME.match(name) or _NEFF_NAME.match(name))
-
-
 def is_profile_dir(path: Path) -> bool:
     """A directory with a profile manifest, or with a framework trace beside a system trace, or
     with NTFF files named as a profile names them (an export that was killed before its manifest:
@@ -129,13 +107,12 @@ def is_profile_dir(path: Path) -> bool:
     if not path.is_dir():
         return False
     if (path / MANIFEST).is_file():
-        head = _head(path / MANIFEST, 512)
-        if MANIFEST_SCHEMA.encode() in head:
+        if looks_like_manifest(_head(path / MANIFEST, 512)):
             return True
     if (path / FRAMEWORK_TRACE).is_file() and (path / SYSTEM_TRACE).is_file():
         return True
     try:
-        return any(_NTFF_NAME.match(p.name) for p in path.iterdir())
+        return any(NTFF_NAME.match(p.name) for p in path.iterdir())
     except OSError:
         return False
 
@@ -159,9 +136,9 @@ def scan_profile_dir(path: str | Path) -> ProfileFiles:
     for item in sorted(directory.iterdir()):
         if not item.is_file():
             continue
-        if match := _NTFF_NAME.match(item.name):
+        if match := NTFF_NAME.match(item.name):
             files.ntffs[(match["neff"], int(match["nc"]))] = item
-        elif match := _NEFF_NAME.match(item.name):
+        elif match := NEFF_NAME.match(item.name):
             files.neffs[match["neff"]] = item
     return files
 
@@ -195,13 +172,13 @@ def merged_trace_document(files: ProfileFiles) -> dict:
     document = {k: v for k, v in framework.items() if k != "traceEvents"}
     if files.system_trace is not None:
         system = _load_trace_json(files.system_trace)
-        framework_tids = {(e.get("pid"), e.get("tid")) for e in system.get("traceEvents") or []
-                          if e.get("cat") in _DUPLICATE_SYSTEM_CATEGORIES}
+        framework_tids = {_thread_key(e) for e in system.get("traceEvents") or [] if _repeats_framework(e)}
+        framework_tids.discard(None)
         for event in system.get("traceEvents") or []:
-            if event.get("cat") in _DUPLICATE_SYSTEM_CATEGORIES:
+            if _repeats_framework(event):
                 continue
             if event.get("ph") == "M" and event.get("name") in ("thread_name", "thread_sort_index") and \
-                    (event.get("pid"), event.get("tid")) in framework_tids:
+                    _thread_key(event) in framework_tids:
                 continue  # keep the framework trace's own thread names
             events.append(event)
         if isinstance(system.get("neuron"), dict):
@@ -212,6 +189,18 @@ def merged_trace_document(files: ProfileFiles) -> dict:
         events.extend(_cpu_counter_events(files.cpu_util, base_ns, _first_pid(events)))
     document["traceEvents"] = events
     return document
+
+
+def _repeats_framework(event: dict) -> bool:
+    cat = event.get("cat")
+    return isinstance(cat, str) and cat in _DUPLICATE_SYSTEM_CATEGORIES  # any JSON value may be there
+
+
+def _thread_key(event: dict) -> tuple | None:
+    """(pid, tid) of an event, or None when either is not a JSON scalar (a damaged event: the
+    trace reader names it when the merged trace is parsed)."""
+    key = (event.get("pid"), event.get("tid"))
+    return key if all(v is None or isinstance(v, (str, int, float)) for v in key) else None
 
 
 def _load_trace_json(path: Path) -> dict:
@@ -284,127 +273,19 @@ class Ntff:
 
 def read_ntff_header(path: str | Path) -> dict:
     """Only the JSON header (summary, executions, framework ops): cheap, for listings."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as handle:
-            fixed = handle.read(_NTFF_HEAD.size)
-            header_size = _check_fixed(path, fixed)[0]
-            text = handle.read(header_size)
-    except OSError as exc:
-        raise ProfileFormatError(path, f"cannot be read ({exc.strerror or exc})") from None
-    if len(text) < header_size:
-        raise ProfileFormatError(path, "truncated inside its header", "Record the profile again")
-    return _parse_header(path, text)
+    return ntff_format.read_header(path)
 
 
 def read_ntff(path: str | Path, verify: bool = True) -> Ntff:
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ProfileFormatError(path, f"cannot be read ({exc.strerror or exc})") from None
-    header_size, body_size, digest = _check_fixed(path, data[:_NTFF_HEAD.size])
-    if len(data) < _NTFF_HEAD.size + header_size:
-        raise ProfileFormatError(path, "truncated inside its header", "Record the profile again")
-    header = _parse_header(path, data[_NTFF_HEAD.size:_NTFF_HEAD.size + header_size])
-    body = data[_NTFF_HEAD.size + header_size:]
-    if len(body) != body_size:
-        raise ProfileFormatError(path, f"truncated: body has {len(body)} of {body_size} bytes",
-                                 "Record the profile again")
-    if verify and hashlib.sha256(body).digest() != digest:
-        raise ProfileFormatError(path, "body checksum mismatch (the file is corrupt)", "Record the profile again")
-    tables: dict[str, dict[str, np.ndarray]] = {}
-    listed = header.get("tables") or {}
-    if not isinstance(listed, dict):
-        raise ProfileFormatError(path, "header 'tables' is not a JSON object", "Record the profile again")
-    for name, entry in listed.items():
+    """The NTFF with its tables as NumPy columns."""
+    header, tables = ntff_format.read(path, verify)
+    columns = {}
+    for name, table in tables.items():
         try:
-            offset, length = int(entry["offset"]), int(entry["length"])
-            if offset < 0 or length < 0 or offset + length > len(body):
-                raise ValueError(f"bytes {offset}..{offset + length} lie outside the {len(body)}-byte body")
-            table = pq.read_table(io.BytesIO(body[offset:offset + length]))
-            tables[name] = {column: _column(table[column]) for column in table.column_names}
-        except (KeyError, TypeError, ValueError, OSError, pa.ArrowException) as exc:
-            # pyarrow reports a damaged Parquet file as a bare OSError
+            columns[name] = {column: _column(table[column]) for column in table.column_names}
+        except (TypeError, ValueError, pa.ArrowException) as exc:
             raise ProfileFormatError(path, f"table {name!r} is damaged ({exc})", "Record the profile again") from None
-    return Ntff(path=path, header=header, tables=tables)
-
-
-def _check_fixed(path: Path, fixed: bytes) -> tuple[int, int, bytes]:
-    if len(fixed) < _NTFF_HEAD.size or fixed[:4] != _NTFF_MAGIC:
-        raise ProfileFormatError(path, "not an NTFF file (bad magic)" if len(fixed) >= 4 else "empty or truncated NTFF",
-                                 "0-byte NTFFs mean no execution was captured on that NeuronCore")
-    _, major, _minor, header_size, body_size, digest = _NTFF_HEAD.unpack(fixed)
-    if major != _NTFF_MAJOR:
-        raise ProfileFormatError(path, f"NTFF version {major}, this reader knows {_NTFF_MAJOR}",
-                                 "Open it with the trnscope version that wrote it")
-    return header_size, body_size, digest
-
-
-def _parse_header(path: Path, text: bytes) -> dict:
-    try:
-        header = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ProfileFormatError(path, f"header is not valid JSON ({exc})") from None
-    if not isinstance(header, dict):
-        raise ProfileFormatError(path, "header is not a JSON object")
-    problem = _shape_problem(header, _HEADER_SHAPE, "header")
-    if problem:
-        raise ProfileFormatError(path, problem, "The file is damaged or from another writer; record the profile again")
-    return header
-
-
-# The header fields the analyses and the explorer read, with the JSON types they must have (a
-# field may be absent; nothing else is checked). Numbers are finite and not booleans.
-_NUMBER, _COUNT = "number", "count"  # any finite number; a non-negative integer
-_ENGINE_SHAPE = {"active_time_ns": _NUMBER, "instruction_count": _COUNT, "semaphore_wait_ns": _NUMBER,
-                 "active_time_percent": _NUMBER}
-_HEADER_SHAPE = {
-    "neff_id": (str, int), "neff_name": str, "vnc": _COUNT, "target": str, "neuroncore": str, "truncated": bool,
-    "instruction_count": _COUNT, "instructions_written": _COUNT, "framework_ops": [(str, int, float)],
-    "executions": [{"seq": _COUNT, "start_ns": int, "end_ns": int, "queue_wait_ns": _NUMBER, "framework_op": (str, type(None))}],
-    "summary": {"total_time_ns": _NUMBER, "mfu_estimated_percent": _NUMBER, "mbu_estimated_percent": _NUMBER,
-                "hbm_read_bytes": _COUNT, "hbm_write_bytes": _COUNT, "dma_transfer_count": _COUNT,
-                "dma_transfer_total_bytes": _COUNT, "dma_transfer_average_bytes": _NUMBER,
-                "instruction_count": _COUNT, "bottleneck": (str, type(None)), "engines": {"*": _ENGINE_SHAPE}},
-    "memory": {"partitions": _COUNT, "sbuf_bytes": _NUMBER, "psum_bytes": _NUMBER},
-    "tables": {"*": {"offset": _COUNT, "length": _COUNT}},
-}
-
-
-def _shape_problem(value, shape, where: str) -> str | None:
-    """What in ``value`` does not have ``shape`` (see _HEADER_SHAPE), or None."""
-    if shape == _NUMBER or shape == _COUNT:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
-            return f"{where} is {_json_type(value)}, not a number"
-        if shape == _COUNT and (not isinstance(value, int) or value < 0 or value >= 2**63):
-            return f"{where} = {value!r} is not a count"
-        return None
-    if isinstance(shape, list):
-        if not isinstance(value, list):
-            return f"{where} is {_json_type(value)}, not a list"
-        for i, item in enumerate(value):
-            if problem := _shape_problem(item, shape[0], f"{where}[{i}]"):
-                return problem
-        return None
-    if isinstance(shape, dict):
-        if not isinstance(value, dict):
-            return f"{where} is {_json_type(value)}, not an object"
-        for key, item in value.items():
-            inner = shape.get(key, shape.get("*"))
-            if inner is not None and (problem := _shape_problem(item, inner, f"{where}.{key}")):
-                return problem
-        return None
-    types = shape if isinstance(shape, tuple) else (shape,)
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types) or (
-            isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64):
-        return f"{where} is {_json_type(value)}"
-    return None
-
-
-def _json_type(value) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), f"the number {value!r}" if isinstance(value, (int, float)) else type(value).__name__)
+    return Ntff(path=Path(path), header=header, tables=columns)
 
 
 def _column(chunked) -> np.ndarray:
@@ -412,16 +293,3 @@ def _column(chunked) -> np.ndarray:
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         return np.array(array.to_pylist(), dtype=object)
     return array.to_numpy(zero_copy_only=False)
-
-
-def parse_semaphore_list(text: str) -> list[tuple[str, int]]:
-    """``"qSyncIO0:1;S[1] (Vector):2"`` -> [("qSyncIO0", 1), ("S[1] (Vector)", 2)]."""
-    out = []
-    for part in (text or "").split(";"):
-        name, sep, value = part.rpartition(":")
-        if sep and name:
-            try:
-                out.append((name, int(value)))
-            except ValueError:
-                continue
-    return out

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import orjson
 
+from ..formats import profile as layout
+
 RUN_FILE = "run.json"
 COMPUTE_CATS = ("privateuse1_driver",)
 
@@ -202,14 +204,14 @@ def load_run(root) -> RunAnalysis:
     if (root / RUN_FILE).is_file():
         run = orjson.loads((root / RUN_FILE).read_bytes())
     traces: dict[int, RankTrace] = {}
-    for path in sorted(root.glob("**/trace.json")):
+    for path in sorted(root.glob(f"**/{layout.FRAMEWORK_TRACE}")):
         doc = orjson.loads(path.read_bytes())
         info = doc.get("distributedInfo") or {}
         if "rank" not in info:
             continue
         r = int(info["rank"])
         meta = (doc.get("trnscope") or {}).get("distributed") or {}
-        manifest = path.parent / "manifest.json"
+        manifest = path.parent / layout.MANIFEST
         complete, reason = bool(meta.get("complete", True)), meta.get("incomplete", "")
         if manifest.is_file():
             m = orjson.loads(manifest.read_bytes())

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis.profile import KINETO, NEURON, PARQUET, detect_kind
-from ..analysis.profile_dir import is_profile_file, scan_profile_dir
+from ..analysis.profile_dir import scan_profile_dir
+from ..formats.profile import is_profile_file
 from ..trace.parquet import is_parquet_trace
 
 MAX_DEPTH = 8

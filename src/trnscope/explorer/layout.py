@@ -45,8 +45,11 @@ class Lane:
     def to_dict(self) -> dict:
         # Not dataclasses.asdict: it deep-copies every value and cost ~1 ms a lane (a trace with
         # 200k threads has 200k lanes). Only ``series`` holds containers: its dicts are copied.
-        out = dict(self.__dict__)
-        out["series"] = [dict(item) for item in self.series] if self.series else []
+        out = self.__dict__.copy()
+        if self.series:
+            out["series"] = [dict(item) for item in self.series]
+        else:
+            out["series"] = []
         return out
 
 
@@ -148,6 +151,17 @@ def system_layout(trace: Trace, neuron: bool, memory: MemoryTimeline | None = No
     for info, track in zip(infos, trace.tracks):
         role = info.role
         depth = depth_list[track.id]
+        if role is Role.HOST_THREAD and not neuron:  # a CPU thread: all of a trace with 200k threads
+            if not shown_list[track.id]:
+                continue
+            title = track.name or (f"thread {track.tid}" if track.tid is not None else f"process {track.pid}")
+            lanes.append(_slice_lane(f"t{track.id}", track.id, title, "cpu", process_labels.of(track), depth,
+                                     _HOST_THREAD, info.neuron_core))
+            if track.id in runtime:
+                lanes.append(Lane(f"r{track.id}", SLICES, track.id, f"{title} · {runtime_title}", "runtime",
+                                  subtitle="runtime calls of this thread", depth=1, runtime_only=True,
+                                  role=role.value))
+            continue
         if track.kind is TrackKind.COUNTER:
             group = _counter_group(role, neuron)
             mine = series.get(track.id, [])
@@ -168,6 +182,20 @@ def system_layout(trace: Trace, neuron: bool, memory: MemoryTimeline | None = No
     groups = NEURON_GROUPS if neuron else tuple(
         Group(g.id, runtime_title if g.id == "runtime" else g.title, g.collapsed) for g in KINETO_GROUPS)
     return Layout(groups=_used(groups, lanes), lanes=_ordered(groups, lanes), color_by="name")
+
+
+_HOST_THREAD = Role.HOST_THREAD.value
+
+
+def _slice_lane(lane_id: str, track: int, title: str, group: str, subtitle: str, depth: int, role: str,
+                neuron_core: int | None) -> Lane:
+    """A slice lane, made without the dataclass's __init__ (a lane per thread; the fields in
+    declaration order, so its dict is what Lane(...) gives)."""
+    lane = object.__new__(Lane)
+    lane.__dict__ = {"id": lane_id, "kind": SLICES, "track": track, "title": title, "group": group,
+                     "subtitle": subtitle, "depth": depth, "runtime_only": False, "series": [], "role": role,
+                     "neuron_core": neuron_core, "source": ""}
+    return lane
 
 
 def memory_series_id(index: int, name: str) -> str:
@@ -269,10 +297,11 @@ def _ordered(groups, lanes: list[Lane]) -> list[Lane]:
     by_group: dict[str, list[Lane]] = {}
     for lane in lanes:
         by_group.setdefault(lane.group, []).append(lane)
+    with_core = {lane.group for lane in lanes if lane.neuron_core is not None}
     out: list[Lane] = []
     for group in sorted(by_group, key=lambda g: rank.get(g, len(rank))):
         mine = by_group[group]
-        if any(lane.neuron_core is not None for lane in mine):
+        if group in with_core:
             mine.sort(key=lambda lane: lane.neuron_core if lane.neuron_core is not None else -1)
         out += mine
     return out

@@ -1,7 +1,9 @@
 """Loaded profiles, kept in memory between requests.
 
 Opening a trace is the expensive step (parsing, then indexing on first query), so each entry is
-loaded once into the columnar model and kept, least recently used first out. Loading runs at most
+loaded once into the columnar model and kept, least recently used first out: at most
+``max_loaded`` of them, holding together at most as many events as one trace may have (the event
+limit, ``TRNSCOPE_MAX_TRACE_EVENTS``, is what bounds the memory of one). Loading runs at most
 once per entry at a time (concurrent requests wait for the same load). A file that fails to load
 keeps its error until it changes on disk, so a broken file costs one attempt, not one per request,
 and never affects other entries.
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from ..analysis import ProfileAnalysis, ProfileError, TraceCache, load_profile
 from ..analysis.device_trace import build_device_trace
 from ..analysis.profile_dir import ProfileFormatError, read_ntff
+from ..gcpause import gc_paused
+from ..trace.builder import max_events
 from .catalog import Entry
 from .device_view import DeviceView
 from .system_view import SystemView
@@ -42,8 +46,10 @@ class Session:
     def system(self) -> SystemView:
         with self._lock:
             if self._system is None:
-                self._system = SystemView(self.profile, name=self.entry.display_name,
-                                          lines=lambda: self.analysis.execution_lines)
+                with gc_paused():  # a lane per thread: objects by the hundred thousand, no cycles
+                    self._system = SystemView(self.profile, name=self.entry.display_name,
+                                              lines=lambda: self.analysis.execution_lines)
+                    self._system.describe()
             return self._system
 
     @property
@@ -133,6 +139,15 @@ class SessionStore:
             with self._lock:
                 self._errors.pop(entry.id, None)
                 self._sessions[entry.id] = session
-                while len(self._sessions) > self.max_loaded:
+                # at most max_loaded traces, and at most as many events in all as one trace may
+                # hold (trace.builder.max_events: what bounds the memory of one), the newest kept
+                budget = max_events()
+                while len(self._sessions) > 1 and (len(self._sessions) > self.max_loaded or sum(
+                        _events(s) for s in self._sessions.values()) > budget):
                     self._sessions.popitem(last=False)
             return session
+
+
+def _events(session: Session) -> int:
+    trace = session.profile.trace
+    return len(trace.slices) + len(trace.instants) + len(trace.counters) + len(trace.flows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from operator import attrgetter
 from typing import Callable
 
 import numpy as np
@@ -27,6 +28,7 @@ MAX_PATTERN = 500
 # Lanes in the first level of detail sent with the layout: more than three screens of the
 # smallest lanes (one nesting level, 22 px) on a 2160-px display.
 INITIAL_LANES = 300
+_TRACK = attrgetter("track")
 
 
 class BadRequest(ValueError):
@@ -110,7 +112,7 @@ class TimelineView:
         out: dict[str, dict] = {}
         name_ids: list[list] = []
         if plain:
-            tracks = np.fromiter((lane.track for lane in plain), dtype=np.int64, count=len(plain))
+            tracks = np.fromiter(map(_TRACK, plain), dtype=np.int64, count=len(plain))
             result = self.trace.lod(a, b, px, track_ids=tracks)
             # the representatives come ordered by track: each lane's are one run of them, so the
             # columns are made once and cut per lane (no pass over all rows per lane)

@@ -20,9 +20,7 @@ turns it into arrays and evaluates the per-form fields. Access patterns enter th
 
 from __future__ import annotations
 
-import gc
 from array import array
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from functools import partial
 from itertools import chain, tee
@@ -34,6 +32,7 @@ import orjson
 from .ap import AP
 from .errors import ProgramError
 from .instructions import Engine, SemaphoreSet
+from ..gcpause import gc_paused  # noqa: F401  (the isa passes and their users hold the GC with it)
 
 # Stream codes: the compute engines in this order, then DMA queue q as DMA_STREAM_BASE + q.
 STREAM_ENGINES = (Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD, Engine.SYNC)
@@ -247,20 +246,6 @@ def _flat_waits(instrs: list, label) -> tuple[array, array]:
     flat.frombytes(np.fromiter(chain.from_iterable(chain.from_iterable(waits)), np.int64,
                                2 * sum(counts)).tobytes())
     return counts, flat
-
-
-@contextmanager
-def gc_paused():
-    """Hold the cyclic GC while a pass allocates an object per instruction: those allocations would
-    trigger collections that walk the whole (large, long-lived) Program for nothing, several times
-    the cost of the pass itself. Nothing allocated here forms a cycle."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def program_columns(program) -> Columns:

@@ -9,5 +9,5 @@ class DeadlockError(ProgramError):
     """Semaphore waits that can never be satisfied."""
 
 
-class NeffFormatError(ValueError):
-    """A file that is not a valid trnscope NEFF."""
+# A file that is not a valid trnscope NEFF: defined with the NEFF header, in trnscope.formats.
+from ..formats.neff import NeffFormatError  # noqa: E402,F401

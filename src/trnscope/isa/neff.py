@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import struct
 import tarfile
 import typing
 from dataclasses import fields
@@ -34,13 +33,10 @@ from .columns import gc_paused
 from .errors import NeffFormatError, ProgramError
 from .instructions import INSTRUCTION_TYPES, Engine, Instruction
 from .program import Program, QueueDecl, TensorDecl
+# the container's header is defined once, with the other file formats
+from ..formats.neff import FORMAT_NAME, HEADER_SIZE, MAGIC, NEFF_VERSION, pack_header, read_header  # noqa: F401
 
-MAGIC = b"NEFF"
-PKG_VERSION = 2  # 2 = SHA-256 hash, as Neuron's pkg_version selects the hash kind
-HEADER_SIZE = 1024
-NEFF_VERSION = (2, 0)
 BUILD = "trnscope-0.1.0"
-_HEADER = struct.Struct("<4sIIQII128sI32s16s256sI16s")
 
 ENGINE_FILES = {
     Engine.TENSOR: "Tensor.json",
@@ -190,7 +186,7 @@ def _body(program: Program, streams: dict) -> bytes:
         "engines": {e.value: ENGINE_FILES[e] for e in ENGINE_FILES},
         "instruction_count": len(program.instructions),
     }
-    top = {"format": "trnscope-neff", "version": list(NEFF_VERSION), "target": program.target,
+    top = {"format": FORMAT_NAME, "version": list(NEFF_VERSION), "target": program.target,
            "subgraphs": ["sg00"], "meta": program.meta}
     members = [("neff.json", _json(top)), ("sg00/def.json", _json(definition))]
     for e, fname in ENGINE_FILES.items():
@@ -323,36 +319,14 @@ def _engine_streams(program: Program) -> dict | None:
         return None
 
 
-def _fixed(s: str, n: int) -> bytes:
-    return s.encode()[:n]
-
-
 def to_bytes(program: Program) -> bytes:
     raw = _unchanged_bytes(program)
     if raw is not None:
         return raw
     body = encode_body(program)
-    digest = hashlib.sha256(body).digest()
     tpbs = program.physical_cores()[0]  # a NEFF for LNC=2 holds instructions for both physical cores (S46)
-    header = _HEADER.pack(
-        MAGIC, PKG_VERSION, HEADER_SIZE, len(body), NEFF_VERSION[0], NEFF_VERSION[1], _fixed(BUILD, 128), tpbs,
-        digest, digest[:16], _fixed(program.name, 256), tpbs, _fixed(program.target, 16),
-    )
-    return header.ljust(HEADER_SIZE, b"\0") + body
-
-
-def read_header(data: bytes, source: str = "<bytes>") -> dict:
-    if len(data) < HEADER_SIZE or data[:4] != MAGIC:
-        raise NeffFormatError(f"{source} is not a NEFF file (no 'NEFF' header); pass a .neff written by trnscope")
-    (magic, pkg, hsize, dsize, vmaj, vmin, build, num_tpb, digest, uuid, name, req, target) = _HEADER.unpack(
-        data[: _HEADER.size])
-    return {
-        "pkg_version": pkg, "header_size": hsize, "data_size": dsize, "neff_version": (vmaj, vmin),
-        "neff_build_version": build.rstrip(b"\0").decode(errors="replace"), "num_tpb": num_tpb,
-        "hash": digest.hex(), "uuid": uuid.hex(), "name": name.rstrip(b"\0").decode(errors="replace"),
-        "requested_tpb_count": req, "target": target.rstrip(b"\0").decode(errors="replace"),
-        "neff_id": int.from_bytes(digest[:8], "big"),
-    }
+    return pack_header(body_size=len(body), digest=hashlib.sha256(body).digest(), build=BUILD, name=program.name,
+                       target=program.target, tpbs=tpbs) + body
 
 
 def _members(data: bytes, source: str) -> tuple[dict, dict, dict, dict]:

@@ -193,7 +193,9 @@ class Program:
     @property
     def neff_id(self) -> int:
         """The numeric hash NEFF and NTFF file names share (``neff_<id>.neff``)."""
-        return int.from_bytes(self.content_hash[:8], "big")
+        from ..formats.neff import neff_id
+
+        return neff_id(self.content_hash)
 
     def __len__(self) -> int:
         return len(self.instructions)

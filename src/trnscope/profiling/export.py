@@ -23,29 +23,16 @@ A window that ended because the user's code raised says so in ``window.ended_on_
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 import shutil
 import traceback
 from pathlib import Path
 
-import orjson
-
+from ..formats import profile as layout
+from ..formats.profile import INTERRUPTED, load_manifest, verify_profile  # noqa: F401  (this module's API)
 from .capture import Window, warn_once
 from .config import NeuronConfig, ProfileMode
-from .framework_trace import FrameworkView, neff_file_name, ntff_name, write_json_atomic
-
-MANIFEST_SCHEMA = "trnscope-profile-manifest"
-MANIFEST_VERSION = 1
-INTERRUPTED = "the export did not finish (the process was killed or interrupted while writing the profile)"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+from .framework_trace import FrameworkView, write_json_atomic
 
 
 def _autograd_profile(prof):
@@ -93,13 +80,14 @@ class NeuronProfiler:
         try:
             ntff_files = self._device_files(cfg, w, out_dir, files, warnings_list)
             view = FrameworkView(ap, w)
-            self._write_json(out_dir / "trace.json", view.document(ntff_files, trace_name=str(out_dir / "trace.json")),
-                             "framework_trace", files)
+            trace_path = out_dir / layout.FRAMEWORK_TRACE
+            self._write_json(trace_path, view.document(ntff_files, trace_name=str(trace_path)),
+                             layout.KIND_FRAMEWORK_TRACE, files)
             if cfg.has(ProfileMode.RUNTIME) and w.capture_device:
                 from .system_trace import build_system_trace
 
-                self._write_json(out_dir / "system_trace.json", build_system_trace(view, ntff_files),
-                                 "system_trace", files)
+                self._write_json(out_dir / layout.SYSTEM_TRACE, build_system_trace(view, ntff_files),
+                                 layout.KIND_SYSTEM_TRACE, files)
             if w.sampler is not None:
                 self._host_files(cfg, w, view, out_dir, files)
         except Exception as exc:  # record, warn, never break the user's loop
@@ -137,7 +125,7 @@ class NeuronProfiler:
 
     @staticmethod
     def _add_file(path: Path, kind: str, files: list[dict], **extra) -> None:
-        files.append({"path": path.name, "kind": kind, "bytes": path.stat().st_size, "sha256": _sha256(path), **extra})
+        files.append(layout.file_entry(path, kind, **extra))
 
     def _write_json(self, path: Path, doc, kind: str, files: list[dict]) -> None:
         write_json_atomic(path, doc)
@@ -160,9 +148,9 @@ class NeuronProfiler:
         out: dict = {}
         for neff_id, recs in by_neff.items():
             program = recs[0].program
-            path = out_dir / neff_file_name(neff_id)
-            tmp = path.with_name(f".{path.name}.tmp")
-            cached = cfg.neff_cache_dir / neff_file_name(neff_id) if cfg.neff_cache_dir else None
+            path = out_dir / layout.neff_file_name(neff_id)
+            tmp = layout.temporary_name(path)
+            cached = cfg.neff_cache_dir / layout.neff_file_name(neff_id) if cfg.neff_cache_dir else None
             if cached is not None and cached.is_file():
                 shutil.copyfile(cached, tmp)
                 source = "neff_cache_dir"
@@ -170,7 +158,7 @@ class NeuronProfiler:
                 neff_format.save(program, tmp)
                 source = "program"
             os.replace(tmp, path)
-            self._add_file(path, "neff", files, neff_id=str(neff_id), name=program.name, source=source)
+            self._add_file(path, layout.KIND_NEFF, files, neff_id=str(neff_id), name=program.name, source=source)
             for nc in sorted({r.device for r in recs}):
                 on_nc = [r for r in recs if r.device == nc]
                 tl = on_nc[0].timeline
@@ -182,7 +170,7 @@ class NeuronProfiler:
                 if truncated:
                     capped[nc] = capped.get(nc, 0) + (n - keep)
                 header = {
-                    "neff_id": str(neff_id), "neff_name": program.name, "neff_file": neff_file_name(neff_id),
+                    "neff_id": str(neff_id), "neff_name": program.name, "neff_file": layout.neff_file_name(neff_id),
                     "vnc": nc, "instance_id": 0, "target": tl.spec.name, "neuroncore": tl.spec.neuroncore,
                     "time_unit": "ns", "time_base": "start of the NEFF execution",
                     "framework_ops": list(program.ops),
@@ -197,13 +185,13 @@ class NeuronProfiler:
                     "instruction_count": n, "instructions_written": keep, "truncated": truncated,
                     "max_events_per_nc": cfg.max_events_per_nc,
                 }
-                name = ntff_name(neff_id, nc)
+                name = layout.ntff_file_name(neff_id, nc)
                 p = out_dir / name
-                tmpn = p.with_name(f".{name}.tmp")
+                tmpn = layout.temporary_name(p)
                 key = (neff_id, tl.spec.name) if cfg.precache_node_info else None
                 ntff.write_ntff(tmpn, header, tl, limit=keep if truncated else None, cache_key=key)
                 os.replace(tmpn, p)
-                self._add_file(p, "ntff", files, neff_id=str(neff_id), vnc=nc, truncated=truncated,
+                self._add_file(p, layout.KIND_NTFF, files, neff_id=str(neff_id), vnc=nc, truncated=truncated,
                                instructions=keep)
                 out[(neff_id, nc)] = name
         # what re-lowering each NEFF for another target needs (`trnscope retime`): its OpCall, or
@@ -212,9 +200,9 @@ class NeuronProfiler:
 
         recipes = {str(neff_id): recipe.recipe_of(neff_id) for neff_id in by_neff}
         if recipes:
-            path = out_dir / "recipes.json"
+            path = out_dir / layout.RECIPES
             write_json_atomic(path, recipes)
-            self._add_file(path, "recipes", files)
+            self._add_file(path, layout.KIND_RECIPES, files)
         for nc, dropped in capped.items():
             msg = (f"NeuronCore {nc}: {dropped} instruction event(s) beyond max_events_per_nc="
                    f"{cfg.max_events_per_nc} were not written; the NTFFs concerned say truncated=true. "
@@ -230,13 +218,14 @@ class NeuronProfiler:
             rows = [{"cpu_id": cpu, "timestamp": to_epoch(t0), "duration": t1 - t0, "util": round(util, 3),
                      "instance_id": w.hostname}
                     for t0, t1, cpu, util in s.cpu_samples]
-            doc = {"schema": "trnscope-cpu-util", "version": 2, "clock": "emulated", "time_unit": "ns",
+            schema, version = layout.CPU_UTIL_SCHEMA
+            doc = {"schema": schema, "version": version, "clock": "emulated", "time_unit": "ns",
                    "interval_ns": s.interval_ns, "source": "model",
                    "note": "the emulated program's host thread: util is percent of one CPU busy over "
                            "[timestamp, +duration] of emulated time, 100 minus the share it waited for the "
                            "device (cpu_id -1); the emulator's own work is not in it",
                    "samples": rows}
-            self._write_json(out_dir / "cpu_util.json", doc, "cpu_util", files)
+            self._write_json(out_dir / layout.CPU_UTIL, doc, layout.KIND_CPU_UTIL, files)
         if cfg.has(ProfileMode.HOST_MEMORY):
             rows = []
             for t, vals in s.mem_samples:
@@ -247,13 +236,14 @@ class NeuronProfiler:
                              "emulated_device_bytes": vals.get("device_bytes", 0),
                              "mem_total": total, "mem_available": vals.get("mem_available", 0),
                              "instance_id": w.hostname})
-            doc = {"schema": "trnscope-host-mem", "version": 2, "clock": "emulated", "time_unit": "ns",
+            schema, version = layout.HOST_MEM_SCHEMA
+            doc = {"schema": schema, "version": version, "clock": "emulated", "time_unit": "ns",
                    "units": "bytes", "interval_ns": s.interval_ns,
                    "note": "usage is the process's resident set minus the host memory the emulator holds for "
                            "the NeuronCores' HBM (emulated_device_bytes); peak_usage, vm_size, mem_* are the "
                            "process's and machine's as read",
                    "samples": rows}
-            self._write_json(out_dir / "host_mem.json", doc, "host_mem", files)
+            self._write_json(out_dir / layout.HOST_MEM, doc, layout.KIND_HOST_MEM, files)
 
     def _write_manifest(self, out_dir: Path, w: Window, cfg: NeuronConfig, files: list[dict], complete: bool,
                         reason, warnings_list: list[str]) -> None:
@@ -264,75 +254,35 @@ class NeuronProfiler:
         # files on disk that the manifest does not list (left by a failure) make it incomplete
         listed = {f["path"] for f in files}
         stray = sorted(p.name for p in out_dir.iterdir()
-                       if p.name not in listed and p.name != "manifest.json" and not _is_temporary(p.name))
+                       if p.name not in listed and p.name != layout.MANIFEST and not layout.is_temporary(p.name))
         if stray and complete:
             complete, reason = False, f"unlisted files in the directory: {stray}"
-        doc = {
-            "schema": MANIFEST_SCHEMA,
-            "version": MANIFEST_VERSION,
-            "complete": complete,
-            "reason": reason,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "trnscope_version": trnscope.__version__,
-            "torch_version": torch.__version__,
-            "instance_id": w.hostname,
-            "process_id": w.pid,
-            "window": {
-                "id": w.id,
-                "start_ns": w.clockmap.to_epoch(w.start_em),
-                "end_ns": w.clockmap.to_epoch(w.close_em if w.close_em is not None else w.start_em),
-                "clock": "emulated",
-                "host_time": w.host_time,
-                **w.target_metadata(),
-                "neuron_cores": w.cores,
-                "active_neuron_cores": w.lane_cores(),
-                "executions": len(w.records),
-                "kernels": sum(1 for r in w.records if r.kind == "kernel"),
-                "missing_in_flight": len(w.missing),
-                "ended_on_exception": w.ended_on_exception,
-            },
-            "config": cfg.to_dict(),
-            "warnings": warnings_list,
-            "files": files,
+        window = {
+            "id": w.id,
+            "start_ns": w.clockmap.to_epoch(w.start_em),
+            "end_ns": w.clockmap.to_epoch(w.close_em if w.close_em is not None else w.start_em),
+            "clock": "emulated",
+            "host_time": w.host_time,
+            **w.target_metadata(),
+            "neuron_cores": w.cores,
+            "active_neuron_cores": w.lane_cores(),
+            "executions": len(w.records),
+            "kernels": sum(1 for r in w.records if r.kind == "kernel"),
+            "missing_in_flight": len(w.missing),
+            "ended_on_exception": w.ended_on_exception,
         }
-        write_json_atomic(out_dir / "manifest.json", doc)
-
-
-def _is_temporary(name: str) -> bool:
-    return name.startswith(".") and ".tmp" in name  # write_json_atomic's and the NEFF/NTFF writers'
+        doc = layout.manifest_document(
+            complete=complete, reason=reason, trnscope_version=trnscope.__version__, torch_version=torch.__version__,
+            instance_id=w.hostname, process_id=w.pid, window=window, config=cfg.to_dict(), warnings=warnings_list,
+            files=files)
+        write_json_atomic(out_dir / layout.MANIFEST, doc)
 
 
 def _remove_temporary_files(out_dir: Path) -> None:
     """Half-written files of a failed export: their space is given back (the disk may be full)."""
     for path in out_dir.iterdir():
-        if _is_temporary(path.name):
+        if layout.is_temporary(path.name):
             try:
                 path.unlink()
             except OSError:
                 pass
-
-
-def load_manifest(directory) -> dict:
-    return orjson.loads((Path(directory) / "manifest.json").read_bytes())
-
-
-def verify_profile(directory) -> list[str]:
-    """Problems with a profile directory ([] when its manifest is complete and every file matches)."""
-    d = Path(directory)
-    problems = []
-    try:
-        m = load_manifest(d)
-    except FileNotFoundError:
-        return ["no manifest.json (the export did not finish)"]
-    if not m.get("complete"):
-        problems.append(f"marked incomplete: {m.get('reason')}")
-    for f in m.get("files", []):
-        p = d / f["path"]
-        if not p.is_file():
-            problems.append(f"{f['path']}: missing")
-            continue
-        if p.stat().st_size != f["bytes"]:
-            problems.append(f"{f['path']}: {p.stat().st_size} bytes, manifest says {f['bytes']}")
-        elif _sha256(p) != f["sha256"]:
-            problems.append(f"{f['path']}: sha256 mismatch")
-    return problems

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import orjson
 
+from ..formats.profile import neff_file_name, temporary_name
 from ..hosttime import MIXED
 from ..hosttime import NOTES as HOST_TIME_NOTES
 from .correlate import classify, emulator_functions
@@ -39,14 +40,6 @@ RUNTIME_CAT = "privateuse1_runtime"
 DRIVER_CAT = "privateuse1_driver"
 RUNTIME_CALL = {"kernel": "nrt_execute", "h2d": "nrt_tensor_write", "d2h": "nrt_tensor_read",
                 "fallback": "cpu_fallback"}
-
-
-def ntff_name(neff_id: int, nc: int) -> str:
-    return f"{neff_id}_instid_0_vnc_{nc}.ntff"
-
-
-def neff_file_name(neff_id: int) -> str:
-    return f"neff_{neff_id}.neff"
 
 
 def device_pid(window, nc: int):
@@ -299,7 +292,7 @@ def _dumps(doc) -> bytes:
 def write_json_atomic(path, doc) -> int:
     """Write ``doc`` (or bytes already serialised) to ``path`` under a temporary name, then rename."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = temporary_name(path, str(os.getpid()))
     data = doc if isinstance(doc, bytes) else _dumps(doc)
     try:
         with open(tmp, "wb") as f:

@@ -23,14 +23,14 @@ field), e.g. ``hbm_bytes_per_s_per_core=2x``; ``hbm_bandwidth`` is accepted for 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
-RECIPES_FILE = "recipes.json"
+from ..formats import profile as layout
+
 ALIASES = {"hbm_bandwidth": "hbm_bytes_per_s_per_core", "dma_bandwidth": "dma_bytes_per_ns_per_engine",
            "launch_latency": "neff_launch_latency_ns"}
 
@@ -93,24 +93,23 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     from .framework_trace import write_json_atomic
 
     src, out = Path(src), Path(out)
-    manifest_path = src / "manifest.json"
-    if not manifest_path.is_file() or not (src / "trace.json").is_file():
+    manifest_path = src / layout.MANIFEST
+    if not manifest_path.is_file() or not (src / layout.FRAMEWORK_TRACE).is_file():
         raise RetimeError(f"{src}: not a trnscope profile directory (no manifest.json / trace.json); pass the folder "
                           f"NeuronProfiler wrote (<out>/<host>_pid_<pid>/<timestamp>)")
     if out.exists():
         raise RetimeError(f"{out} exists; give a new directory for the re-timed profile")
     manifest = orjson.loads(manifest_path.read_bytes())
     shutil.copytree(src, out)
-    stored = orjson.loads((src / RECIPES_FILE).read_bytes()) if (src / RECIPES_FILE).is_file() else {}
+    stored = orjson.loads((src / layout.RECIPES).read_bytes()) if (src / layout.RECIPES).is_file() else {}
     result = RetimeResult(out=out, target=spec.name)
 
     # 1. every NEFF again for the new target
-    from ..analysis.profile_dir import read_ntff_header
+    from ..formats.ntff import read_header as read_ntff_header
 
     new_time: dict[str, float] = {}
     new_summary: dict[str, dict] = {}
-    for neff_path in sorted(src.glob("neff_*.neff")):
-        neff_id = neff_path.stem[len("neff_"):]
+    for neff_id, neff_path in layout.neff_files(src):
         doc = stored.get(neff_id)
         program = None
         if doc is not None:
@@ -127,7 +126,7 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
         new_time[neff_id] = float(timeline.total_ns)
         new_summary[neff_id] = timeline.summary
         neff_format.save(program, out / neff_path.name)
-        for ntff_path in sorted(src.glob(f"{neff_id}_instid_*_vnc_*.ntff")):
+        for ntff_path in layout.ntff_files_of(src, neff_id):
             header = {k: v for k, v in read_ntff_header(ntff_path).items() if k not in ("tables", "format", "version", "memory")}
             header.update(target=spec.name, neuroncore=spec.neuroncore, summary=timeline.summary,
                           instruction_count=int(timeline.summary.get("instruction_count", len(program.instructions))),
@@ -136,8 +135,9 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
             ntff.write_ntff(out / ntff_path.name, header, timeline)
 
     # 2. the device timeline against the recorded host intervals
-    system_doc = orjson.loads((src / "system_trace.json").read_bytes()) if (src / "system_trace.json").is_file() else None
-    trace_doc = orjson.loads((src / "trace.json").read_bytes())
+    system_path = src / layout.SYSTEM_TRACE
+    system_doc = orjson.loads(system_path.read_bytes()) if system_path.is_file() else None
+    trace_doc = orjson.loads((src / layout.FRAMEWORK_TRACE).read_bytes())
     moved = _schedule(system_doc, trace_doc, new_time, spec, result)
     _apply(system_doc, trace_doc, moved, new_summary)
     recorded = trace_doc.get("trnscope")
@@ -145,9 +145,9 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
                "target": spec.name, "overrides": list(overrides or [])}
     if isinstance(recorded, dict):  # what the explorer's cards and compare read first
         recorded.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore, retimed=retimed)
-    write_json_atomic(out / "trace.json", trace_doc)
+    write_json_atomic(out / layout.FRAMEWORK_TRACE, trace_doc)
     if system_doc is not None:
-        write_json_atomic(out / "system_trace.json", system_doc)
+        write_json_atomic(out / layout.SYSTEM_TRACE, system_doc)
 
     # 3. the manifest says what this is
     window = manifest.setdefault("window", {})
@@ -163,11 +163,10 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
     for entry in manifest.get("files", []):
         path = out / entry["path"]
         if path.is_file():
-            data = path.read_bytes()
-            entry = {**entry, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            entry = {**entry, **layout.file_entry(path, entry.get("kind", ""))}
         files.append(entry)
     manifest["files"] = files
-    write_json_atomic(out / "manifest.json", manifest)
+    write_json_atomic(out / layout.MANIFEST, manifest)
     return result
 
 

@@ -37,10 +37,9 @@ process ids, NeuronCores, per-NEFF execution statistics and the lane table.
 
 from __future__ import annotations
 
-from .framework_trace import neff_file_name, ntff_name
+from ..formats.profile import SYSTEM_TRACE_SCHEMA, neff_file_name
 
-SCHEMA = "trnscope-system-trace"
-VERSION = 1
+SCHEMA, VERSION = SYSTEM_TRACE_SCHEMA
 LANE_BASE = 1 << 30
 
 
@@ -220,4 +219,4 @@ def build_system_trace(view, ntff_files: dict | None = None) -> dict:
     }
 
 
-__all__ = ["build_system_trace", "ntff_name"]
+__all__ = ["build_system_trace"]

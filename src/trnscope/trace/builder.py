@@ -7,6 +7,7 @@ deciding track kinds and display order, sorting, nesting, and binding flows to s
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import numpy as np
 import orjson
 
 from .args import ArgsBuilder, JoinedJSON
+from .errors import TraceFormatError
 from .flows import bind_to_slices, pair_flow_events
 from .model import Trace
 from .nesting import capped_depth_count, compute_nesting
@@ -42,9 +44,28 @@ class TrackInfo:
     kind: TrackKind | None = None  # set by producers that know better than the heuristics
 
 
+# Events one trace may hold, and what each costs to open in the explorer: 9.8M identical events
+# (a 2 MB gzip) peak at 1.83 GiB of resident memory, about 200 bytes an event, so the default
+# keeps a trace under about 10 GiB. TRNSCOPE_MAX_TRACE_EVENTS raises (or lowers) it.
+MAX_EVENTS = 50_000_000
+BYTES_PER_EVENT = 200
+MAX_EVENTS_VARIABLE = "TRNSCOPE_MAX_TRACE_EVENTS"
+
+
+def max_events() -> int:
+    value = os.environ.get(MAX_EVENTS_VARIABLE, "")
+    try:
+        return max(1, int(value)) if value.strip() else MAX_EVENTS
+    except ValueError:
+        raise TraceFormatError(f"${MAX_EVENTS_VARIABLE}", f"{value!r} is not a number of events",
+                               f"Set {MAX_EVENTS_VARIABLE} to a whole number, e.g. 100000000") from None
+
+
 class TraceBuilder:
     def __init__(self, source: str | None = None) -> None:
         self.source = source
+        self.events = 0
+        self.max_events = max_events()
         self.strings = StringTable()
         self.metadata: dict = {}
         self.diagnostics: Counter = Counter()
@@ -79,12 +100,12 @@ class TraceBuilder:
             return
         pids, tids = zip(*new)
         for values in (pids, tids):
-            if not all(type(value) is int for value in values) or min(values) < -(2**63) or max(values) >= 2**64:
+            if set(map(type, values)) != {int} or min(values) < -(2**63) or max(values) >= 2**64:
                 for value in values:  # the odd one out, with its own message
                     _check_track_key(value)
         first = len(self.track_infos)
         self.track_keys.update(zip(new, range(first, first + len(new))))
-        self.track_infos.extend(TrackInfo(pid, tid) for pid, tid in new)
+        self.track_infos.extend(map(TrackInfo, pids, tids))
 
     def counter_track_for(self, pid: object, name: str) -> int:
         key = ("counter", pid, name)
@@ -108,11 +129,27 @@ class TraceBuilder:
     def intern(self, value: object) -> int:
         return self.strings.intern(value)
 
-    def add_slices(self, track, ts_ns, dur_ns, name_ids, cat_ids, args: Sequence[bytes] | JoinedJSON) -> None:
+    def _count(self, events: int) -> None:
+        """Refuse a trace past the event limit before its columns are assembled (the memory an
+        event costs is spent mostly after reading, by sorting, nesting and indexing)."""
+        self.events += events
+        if self.events > self.max_events:
+            raise TraceFormatError(
+                self.source or "<trace>",
+                f"more than {self.max_events:,} events; opening it would take about "
+                f"{self.events * BYTES_PER_EVENT / 2**30:.1f} GiB of memory or more",
+                f"Record a shorter window, or set {MAX_EVENTS_VARIABLE} to a larger number of events on a "
+                f"machine with the memory (about {BYTES_PER_EVENT} bytes an event)")
+
+    def add_slices(self, track, ts_ns, dur_ns, name_ids, cat_ids, args: Sequence[bytes] | JoinedJSON,
+                   counted: bool = False) -> None:
         """Complete events. Names and categories are ids from :meth:`intern`; ``args`` holds each
-        event's args as JSON text (b"" for none), or all of them joined (args.JoinedJSON)."""
+        event's args as JSON text (b"" for none), or all of them joined (args.JoinedJSON).
+        ``counted``: the events were counted against the limit already (paired B/E events)."""
         if len(ts_ns) == 0:
             return
+        if not counted:
+            self._count(len(ts_ns))
         self._slices.append(
             (
                 np.asarray(ts_ns, dtype=np.int64),
@@ -126,11 +163,13 @@ class TraceBuilder:
 
     def add_begin_end(self, track: int, ts_ns: int, phase: str, name, cat, args: dict | None) -> None:
         """One B or E event; they are paired per track in finish()."""
+        self._count(1)
         self._begin_end.append((track, ts_ns, len(self._begin_end), phase, name, cat, args))
 
     def add_instants(self, track, ts_ns, name_ids, cat_ids, scopes, args: Sequence[bytes]) -> None:
         if len(ts_ns) == 0:
             return
+        self._count(len(ts_ns))
         self._instants.append(
             (
                 np.asarray(ts_ns, dtype=np.int64),
@@ -145,6 +184,7 @@ class TraceBuilder:
     def add_counter_samples(self, track, series_name_ids, ts_ns, values) -> None:
         if len(ts_ns) == 0:
             return
+        self._count(len(ts_ns))
         self._samples.append(
             (
                 np.asarray(track, dtype=np.int32),
@@ -159,6 +199,7 @@ class TraceBuilder:
         :func:`flow_id_number` for ids written as strings)."""
         if len(ts_ns) == 0:
             return
+        self._count(len(ts_ns))
         self._flow_events.append(
             (
                 np.asarray(track, dtype=np.int32),
@@ -241,7 +282,7 @@ class TraceBuilder:
             columns = list(zip(*slices))
             self.add_slices(
                 columns[0], columns[1], columns[2], self.strings.encode(columns[3]),
-                self.strings.encode(columns[4]), [orjson.dumps(a) if a else b"" for a in columns[5]],
+                self.strings.encode(columns[4]), [orjson.dumps(a) if a else b"" for a in columns[5]], counted=True,
             )
         self._begin_end = []
 
@@ -259,27 +300,31 @@ class TraceBuilder:
         mostly_device = (2 * device > total).tolist()  # classify's device_fraction > 0.5
         no_process = ProcessInfo()
         kinds: dict[tuple, TrackKind] = {}
-        process_keys: dict[object, tuple] = {}
+        processes: dict[object, tuple] = {}  # pid -> (ProcessInfo, its half of the display key)
         keys, fields = [], []
         for old, info in enumerate(self.track_infos):
-            pid, tid = info.pid, info.tid
-            process = self.processes.get(pid, no_process)
+            pid, tid, name = info.pid, info.tid, info.name
+            known = processes.get(pid)
+            if known is None:
+                process = self.processes.get(pid, no_process)
+                known = processes[pid] = (process, process_display_key(pid, process.sort_index))
+            process, process_key = known
             kind = info.kind
             if kind is None:
-                features = (info.counter, _is_number(pid), _is_number(tid), info.name, process.name,
-                            process.labels, mostly_device[old])
+                # what classify() decides by (a pid or tid that is an int, not a bool: type() is int)
+                features = (info.counter, type(pid) is int, type(tid) is int, name, process.name, process.labels,
+                            mostly_device[old])
                 kind = kinds.get(features)
                 if kind is None:
                     kind = kinds[features] = classify(
-                        is_counter=info.counter, pid=pid, tid=tid, thread_name=info.name,
+                        is_counter=info.counter, pid=pid, tid=tid, thread_name=name,
                         process_name=process.name, process_labels=process.labels,
                         device_fraction=1.0 if mostly_device[old] else 0.0)
-            process_key = process_keys.get(pid)
-            if process_key is None:
-                process_key = process_keys[pid] = process_display_key(pid, process.sort_index)
-            keys.append(process_key + thread_display_key(kind, tid, info.sort_index, info.name))
-            fields.append((kind, pid, tid, info.name, process.name, process.labels, process.sort_index,
-                           info.sort_index))
+            if info.sort_index is None and type(tid) is int:  # most threads: thread_display_key inlined
+                keys.append(process_key + (kind is TrackKind.COUNTER, (0, tid), (0, tid, ""), name))
+            else:
+                keys.append(process_key + thread_display_key(kind, tid, info.sort_index, name))
+            fields.append((kind, pid, tid, name, process.name, process.labels, process.sort_index, info.sort_index))
         ordered = sorted(range(count), key=keys.__getitem__)
         new_id = np.zeros(count, dtype=np.int32)
         new_id[np.asarray(ordered, dtype=np.int64)] = np.arange(count, dtype=np.int32)
@@ -332,10 +377,6 @@ class TraceBuilder:
             end_ts_ns=ts[target],
             end_next_slice=next_slice[target],
         )
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_track_key(value: object) -> None:

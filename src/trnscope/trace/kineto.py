@@ -7,15 +7,14 @@ Writes Kineto-compatible JSON that Perfetto, chrome://tracing, HTA and this read
 
 from __future__ import annotations
 
-import gc
 import gzip
 import re
-from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
 
 import orjson
 
+from ..gcpause import gc_paused
 from .builder import TraceBuilder
 from .errors import TraceFormatError
 from .jsonchunks import ChromeSource, NeedsWholeParse
@@ -45,7 +44,7 @@ def parse_kineto(data: bytes, source: str = "<trace>") -> Trace:
 def _read(source: ChromeSource) -> Trace:
     exact = _needs_exact_timestamps(source.head(_SNIFF_BYTES))
     exact_dur = whole = False
-    with _cyclic_gc_paused():
+    with gc_paused():  # millions of short-lived dicts, no cycles
         while True:
             try:
                 return _build(source, exact, whole, exact_dur)
@@ -54,19 +53,6 @@ def _read(source: ChromeSource) -> Trace:
                 exact_dur = exact_dur or need.durations
             except NeedsWholeParse:
                 whole = True
-
-
-@contextmanager
-def _cyclic_gc_paused():
-    """Loading makes millions of short-lived dicts and no reference cycles: refcounting frees
-    everything, and the cycle collector would only spend ~15% of the load scanning them."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _needs_exact_timestamps(head: bytes) -> bool:

@@ -57,7 +57,7 @@ def collect_chunk(events: list, builder: TraceBuilder, exact_ts: bool, first_ind
             _collect_decoded(events, builder, exact_ts, exact_dur)
         else:
             _collect(events, builder, exact_ts, exact_dur)
-    except NeedsExactTimestamps:
+    except (NeedsExactTimestamps, TraceFormatError):  # the builder's own refusal names the file already
         raise
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         if decoded:
