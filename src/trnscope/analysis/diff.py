@@ -104,7 +104,7 @@ def diff_kernels(base: ProfileAnalysis, test: ProfileAnalysis) -> list[dict]:
         ka, kb = a.get(name), b.get(name)
         ta, tb = (ka.device_total_ns if ka else 0), (kb.device_total_ns if kb else 0)
         out.append({"name": name, "status": "both" if ka and kb else "added" if kb else "removed",
-                    "is_copy": bool((ka or kb).is_copy), "base_calls": ka.calls if ka else 0,
+                    "is_copy": bool(ka.is_copy if ka else kb.is_copy if kb else False), "base_calls": ka.calls if ka else 0,
                     "test_calls": kb.calls if kb else 0, "base_device_ns": ta, "test_device_ns": tb,
                     "delta_device_ns": tb - ta, "ratio": _ratio(tb, ta)})
     out.sort(key=lambda k: (-abs(k["delta_device_ns"]), k["name"]))

@@ -83,11 +83,11 @@ def lane_infos(trace: Trace) -> list[LaneInfo]:
     """The role of every track, in track order. Worked out once per trace (most analyses and the
     explorer's layout ask) and once per distinct (kind, name, process name): a trace may have a
     thread per event, and those share a role."""
-    cached = trace.derived.get("lane_infos")
+    cached: list[LaneInfo] | None = trace.derived.get("lane_infos")  # type: ignore[assignment]
     if cached is not None:
         return cached
     decided: dict[tuple, tuple[Role, int | None]] = {}
-    out = []
+    out: list[LaneInfo] = []
     for track in trace.tracks:
         key = (track.kind, track.name, track.process_name)
         found = decided.get(key)

@@ -28,7 +28,9 @@ Rows add up to the device time of all executions (those with no line known form 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -184,10 +186,11 @@ def source_line_table(profile: Profile, ops: OpTable, device_neffs: list | None 
     total = float(duration.sum())
     out.device_total_ns = total
     for (text, backward), row in acc.items():
-        line: SourceLine | None = row["line"]
+        where_line: SourceLine | None = row["line"]
         out.rows.append(LineRow(
-            line=text or UNKNOWN, file=line.file if line else "", number=line.line if line else 0,
-            function=line.function if line else "", origin=row["origin"] or "", backward=backward,
+            line=text or UNKNOWN, file=where_line.file if where_line else "",
+            number=where_line.line if where_line else 0,
+            function=where_line.function if where_line else "", origin=row["origin"] or "", backward=backward,
             device_ns=row["ns"], share=row["ns"] / total if total else 0.0, executions=len(row["execs"]),
             ops=[{"op": k, "device_ns": v} for k, v in sorted(row["ops"].items(), key=lambda kv: -kv[1])],
             neffs=[{"neff_id": k[0], "nc": k[1], "name": names.get(k[0], k[0]), "device_ns": v}
@@ -226,15 +229,13 @@ class _FrameLines:
     def line_above(self, row: int) -> SourceLine | None:
         if not self.any:
             return None
-        found = self._above.get(row, False)
-        if found is not False:
-            return found
+        if row in self._above:
+            return self._above[row]
         parents = self.trace.slices.parent
         walked, current, line = [], row, None
         while current >= 0:
-            cached = self._above.get(current, False)
-            if cached is not False:
-                line = cached
+            if current in self._above:
+                line = self._above[current]
                 break
             walked.append(current)
             if self.is_frame[current]:
@@ -288,17 +289,17 @@ def _backward_lines(trace: Trace, work: DeviceWork, start_rows: np.ndarray, line
 
 
 def _ancestors(parents: np.ndarray, row: int) -> np.ndarray:
-    out = []
+    out: list[int] = []
     while row >= 0 and len(out) < 256:
         out.append(row)
         row = int(parents[row])
     return np.array(out, dtype=np.int64)
 
 
-def instruction_lines(table: dict[str, np.ndarray]) -> tuple[list[str | None], list[str], list[str | None]]:
+def instruction_lines(table: Mapping[str, Sequence | np.ndarray]) -> tuple[list[str | None], list[str], list[str | None]]:
     """Per instruction of an NTFF table: its source line (text), its op, and where the line came from
     (NKI, GRAPH, or None without a line)."""
-    labels = table.get("framework_op")
+    labels: Any = table.get("framework_op")
     n = len(labels) if labels is not None else 0
     nki = table.get("nki_source_location")
     lines: list[str | None] = [None] * n
@@ -350,4 +351,5 @@ def split_by_line(table: dict[str, np.ndarray]) -> list[tuple[SourceLine | None,
     total = sum(g.busy_ns for g in groups)
     if not total:
         return []
-    return [(parse(g.key[0]) if g.key[0] else None, g.key[1], g.key[2], g.busy_ns / total) for g in groups if g.busy_ns > 0]
+    keys = [cast(tuple, g.key) for g in groups]
+    return [(parse(k[0]) if k[0] else None, k[1], k[2], g.busy_ns / total) for k, g in zip(keys, groups) if g.busy_ns > 0]

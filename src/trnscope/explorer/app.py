@@ -145,8 +145,11 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
 
     def view_endpoint(page: Page, build, binary: bool = False):
         """``binary``: answer Accept: application/x-trnscope-columns with columns as typed arrays."""
+        make_view = page.view
+        assert make_view is not None, f"page {page.name} has no timeline view"
+
         def view_of(request: Request) -> TimelineView:
-            return page.view(explorer.session(request.path_params["eid"]), request.path_params)
+            return make_view(explorer.session(request.path_params["eid"]), request.path_params)
 
         async def endpoint(request: Request) -> Response:
             view = await run_in_threadpool(view_of, request)

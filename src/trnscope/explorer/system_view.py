@@ -38,7 +38,7 @@ class SystemView(TimelineView):
 
     def extra_details(self, row: int, details: dict) -> dict:
         rows = [row] + [item["row"] for item in details["downstream"]] + [item["row"] for item in details["upstream"]]
-        out = {"device_traces": self.device_links(rows)}
+        out: dict = {"device_traces": self.device_links(rows)}
         source = self.source_line(row, details)
         if source is not None:
             out["source"] = source

@@ -97,7 +97,7 @@ class Trace:
     def instant_window(self, t0: int, t1: int, track_ids: Iterable[int] | None = None) -> np.ndarray:
         """Rows of instants with t0 <= ts < t1, in row order (instants are sorted by track, ts)."""
         table = self.instants
-        wanted = np.arange(len(self.tracks), dtype=np.int64) if track_ids is None else np.unique(_ids(track_ids))
+        wanted = np.arange(len(self.tracks), dtype=np.int64) if track_ids is None else np.unique(np.asarray(_ids(track_ids)))
         wanted = wanted[(wanted >= 0) & (wanted < len(self.tracks))]
         bounds = np.searchsorted(table.track, np.arange(len(self.tracks) + 1)).astype(np.int64)
         first = searchsorted_segments(table.ts_ns, bounds, wanted, np.full(len(wanted), t0, np.int64), "left")

@@ -10,6 +10,8 @@ segments (at most ``len(a) / LONG`` of them) get numpy's own search.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 # Segments at least this long are searched with np.searchsorted one by one: there can be no more
@@ -18,7 +20,7 @@ LONG = 4096
 
 
 def searchsorted_segments(a: np.ndarray, bounds: np.ndarray, segment: np.ndarray, values: np.ndarray,
-                          side: str = "left") -> np.ndarray:
+                          side: Literal["left", "right"] = "left") -> np.ndarray:
     """For each query i: ``bounds[s] + np.searchsorted(a[bounds[s]:bounds[s + 1]], values[i], side)``
     with ``s = segment[i]``; ``a`` is sorted within every segment. Returns int64 positions in ``a``."""
     segment = np.asarray(segment, dtype=np.int64)
@@ -43,14 +45,14 @@ def searchsorted_segments(a: np.ndarray, bounds: np.ndarray, segment: np.ndarray
     return out
 
 
-def _bisect(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
+def _bisect(a: np.ndarray, lo: np.ndarray, hi: np.ndarray, values: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
     lo, hi = lo.copy(), hi.copy()
     active = np.flatnonzero(lo < hi)
     while len(active):
-        l, h = lo[active], hi[active]
-        mid = (l + h) >> 1
+        low, h = lo[active], hi[active]
+        mid = (low + h) >> 1
         right = a[mid] < values[active] if side == "left" else a[mid] <= values[active]
-        lo[active] = np.where(right, mid + 1, l)
+        lo[active] = np.where(right, mid + 1, low)
         hi[active] = np.where(right, h, mid)
         active = active[lo[active] < hi[active]]
     return lo

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Literal
+
 import numpy as np
 
 from .rangemax import RangeArgMax
@@ -95,7 +97,7 @@ class SliceIndex:
         positions = positions[self.end[positions] > t0]
         return np.sort(self.rows[positions])
 
-    def _search(self, column: np.ndarray, levels: np.ndarray, value: int, side: str) -> np.ndarray:
+    def _search(self, column: np.ndarray, levels: np.ndarray, value: int, side: Literal["left", "right"]) -> np.ndarray:
         """Per level, where ``value`` falls in ``column`` (sorted within each level)."""
         return searchsorted_segments(column, self.level_bounds, levels, np.full(len(levels), value, np.int64), side)
 

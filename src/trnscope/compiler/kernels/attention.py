@@ -149,6 +149,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             last_of = {q0: i for i, (q0, _, _, _) in enumerate(items)}
             state: dict[int, dict] = {}
             finished: list[list[AP]] = []
+            lse_row = kb.tile(1, (L,), F32) if lse_out is not None else None
 
             def seen(q0: int, lq: int, s0: int, sb: int) -> int:
                 """Key columns of a block the tile's queries can see: under the causal mask the keys
@@ -166,7 +167,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 return sc_t
 
             def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
-                      last_of=last_of, vt=vt):
+                      last_of=last_of, vt=vt, lse_row=lse_row):
                 """Emit work item i stage by stage; each ``yield`` lets the other lane emit its stage,
                 so every engine's program order alternates between two independent chains."""
                 nonlocal neg_big, turn
@@ -327,7 +328,6 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                     for _ in gen:
                         yield
 
-            lse_row = kb.tile(1, (L,), F32) if lse_out is not None else None
             active = [lane(k) for k in range(lanes)]
             while active:
                 for gen in list(active):

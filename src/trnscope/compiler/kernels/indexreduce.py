@@ -15,7 +15,7 @@ from ...isa import AP, Act, Activation, Alu, DType, Iota, Memset, Select, Tensor
     TensorTranspose, hbm
 from ..lowering import LoweringContext, lowering
 from . import reduce as _reduce
-from .common import F32, RowStores, free_pieces, full_strides, load, queues, reduced_strides, row_plan, store
+from .common import F32, RowStores, free_pieces, full_strides, load, queues, reduced_strides, row_plan
 from .elementwise import _binary
 
 PIECE = 4096

@@ -324,7 +324,6 @@ def _elements_by_dma(ctx: LoweringContext, mode: str, dim: int, shape: tuple[int
     src_m = ctx.call.inputs[2] if sst is not None else None
     copy_region(kb, ctx.inputs[0], self_m, ctx.outputs[0], out)
     o_rows = tuple(0 if d == dim else out.stride[d] for d in range(out.ndim))
-    metas = [idx, src_m or idx, out]
     plan = row_plan(shape, [dim], [ist, sst or ist, o_rows], [idx.offset, (src_m or idx).offset, out.offset],
                     parts=spec.partitions)
     fst = [fs[0] if plan.free_shape else 0 for fs in plan.free_strides]
