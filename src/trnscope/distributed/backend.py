@@ -12,8 +12,9 @@ is. Every collective
    cost formula says (:mod:`.cost`), and every rank computes the same start and end;
 3. moves the data with gloo on zero-copy host views of the neuron tensors (emulator work);
 4. returns a work whose ``wait()`` makes the current stream wait for the collective's end (device
-   ordering, as NCCL's work does; the host does not block). Collectives nobody waited for (DDP's
-   reducer waits on futures in C++) are waited for by the next optimizer step.
+   ordering, as NCCL's work does; the host does not block). Collectives nobody waited for are
+   waited for at the end of the backward pass that issued them (DDP's reducer waits on their
+   futures in C++, then copies the buckets into ``.grad``) and by the next optimizer step.
 
 Errors: a collective whose ranks disagree on op, shape or dtype raises
 :class:`.errors.CollectiveMismatchError` naming both ranks; a rank that died or is stuck makes the
@@ -33,7 +34,7 @@ from torch._C._distributed_c10d import ProcessGroupGloo
 from torch.futures import Future
 
 from .errors import DistributedError, RankFailedError
-from . import signature as sig
+from . import groups, signature as sig
 from .records import RECORDS, CollectiveRecord
 from .state import rank_state
 
@@ -107,7 +108,7 @@ class _Dense:
 
 
 class ProcessGroupNeuron(dist.ProcessGroup):
-    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, global_ranks: list[int] | None = None) -> None:
         super().__init__(rank, size)
         self._store = store
         self._timeout = timeout
@@ -115,10 +116,14 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._seq = 0
         self._p2p_seq = itertools.count(1)
         self._outstanding: dict[int, NeuronWork] = {}  # works nobody has waited for yet
-        self._ranks: list[int] | None = None
+        self._backward_wait = False  # a final callback of the running backward pass will wait for them
+        self._ranks: list[int] | None = list(global_ranks) if global_ranks else None
+        self._beside: list[tuple[int, ...]] | None = None  # the groups of this one's split (groups.siblings)
         self._lock = threading.RLock()
         self._state = rank_state()
         self._state.join(self._gloo, rank, size)  # the first group (the world): where every rank runs
+        if rank == 0:
+            groups.announce(store, self.ranks())
 
     # --- identity -----------------------------------------------------------------------------
     def getBackendName(self) -> str:
@@ -170,7 +175,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                 sig.check(rows, ranks, self.name, check_fields)
                 arrivals = [int(r[0]) for r in rows]
                 start = max(arrivals)
-                dur, algo = self._state.duration(kind, nbytes, ranks)
+                dur, algo, shared = self._state.duration(kind, nbytes, ranks, self._siblings())
                 end = start + dur
                 if core is not None:
                     core.cc_free_ns = max(core.cc_free_ns, end)
@@ -184,8 +189,32 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     dtype=sig.dtype_name(fingerprint.dtype) if fingerprint is not None else "none",
                     in_nelems=in_nelems, out_nelems=out_nelems, nbytes=nbytes, algorithm=algo, reduce_op=reduce_op,
                     host_start_ns=host_start, host_end_ns=host_end, arrival_ns=arrival, device_start_ns=start,
-                    device_end_ns=end, arrivals_ns=arrivals, coalesced=coalesced, thread=threading.get_native_id()))
+                    device_end_ns=end, arrivals_ns=arrivals, coalesced=coalesced, link_shared_by=shared,
+                    thread=threading.get_native_id()))
+            self._wait_after_backward()
             return NeuronWork(self, core, end, result if result is not None else tensors)
+
+    def _wait_after_backward(self) -> None:
+        """Inside a backward pass, order the collectives nobody waited for before what runs after it.
+        DDP's reducer launches a bucket's all_reduce from an autograd hook and, at the end of the
+        pass, waits on its future in C++ (which trnscope cannot see) before copying the bucket into
+        ``.grad``: a final callback queued at the pass's first collective runs before DDP's (queued
+        after its last bucket) and makes the current stream wait for every outstanding collective."""
+        if self._backward_wait or torch._C._current_graph_task_id() < 0:
+            return
+        from torch.autograd import Variable
+
+        def done() -> None:
+            self._backward_wait = False
+            self.wait_outstanding()
+        Variable._execution_engine.queue_callback(done)
+        self._backward_wait = True
+
+    def _siblings(self) -> list[tuple[int, ...]]:
+        """The other groups of this group's split, read once, at its first collective (emulator work)."""
+        if self._beside is None:
+            self._beside = groups.siblings(groups.known(self._store), self.ranks())
+        return self._beside
 
     def _core_of(self, tensors):
         from .. import runtime
@@ -517,7 +546,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                           self.name, fields=(3, 5, 6))
                 start = max(arrival, int(other[0]))
                 nbytes = t.numel() * t.element_size()
-                dur, algo = self._state.duration(kind, nbytes, [ranks[self.rank()], ranks[peer]])
+                dur, algo, _ = self._state.duration(kind, nbytes, [ranks[self.rank()], ranks[peer]])
                 end = start + dur
                 core.cc_free_ns = max(core.cc_free_ns, end)
 
@@ -537,6 +566,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     out_nelems=t.numel(), nbytes=nbytes, algorithm=algo, reduce_op="", host_start_ns=host_start,
                     host_end_ns=clock.now(), arrival_ns=arrival, device_start_ns=start, device_end_ns=end,
                     arrivals_ns=[arrival, int(other[0])], peer=ranks[peer], thread=threading.get_native_id()))
+            self._wait_after_backward()
             return NeuronWork(self, core, end, tensors)
 
 
@@ -552,8 +582,10 @@ def _flat_fingerprint(tensors) -> torch.Tensor:
     return torch.empty(sum(t.numel() for t in tensors), dtype=tensors[0].dtype, device="meta")
 
 
-def create_neuron_process_group(store, rank: int, size: int, timeout: timedelta) -> ProcessGroupNeuron:
+def create_neuron_process_group(opts, backend_options=None) -> ProcessGroupNeuron:
+    """The backend factory (torch's extended API: the options carry the group's global ranks)."""
     from . import fsdp
 
     fsdp.install()
-    return ProcessGroupNeuron(store, rank, size, timeout)
+    return ProcessGroupNeuron(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                              list(opts.global_ranks_in_group or []))

@@ -76,7 +76,7 @@ def add_to_document(view, doc: dict, device_pid) -> None:
                  "profiling_name": r.profiling_name, "algorithm": r.algorithm, "bytes": r.nbytes,
                  "reduce_op": r.reduce_op, "arrival_ns": r.arrival_ns, "wait_ns": r.wait_ns,
                  "last_rank": r.last_rank, "arrivals_ns": list(r.arrivals_ns),
-                 "device_time_ns": r.device_end_ns - r.device_start_ns}
+                 "device_time_ns": r.device_end_ns - r.device_start_ns, "link_shared_by": r.link_shared_by}
         if r.peer >= 0:
             dargs["peer"] = r.peer
         # as an NCCL kernel does, the activity starts when this rank's queue reaches it and waits there
