@@ -33,6 +33,7 @@ from ..trace.timeunits import TIME_LIMIT_NS
 from . import columns, notes, payloads
 from .assets import Assets
 from .catalog import Catalog, OutsideRoots
+from .ranks_view import RunNotFound, Runs
 from .security import (
     LoopbackHostMiddleware,
     SecurityHeadersMiddleware,
@@ -233,8 +234,18 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
             Route(f"{prefix}/select", view_endpoint(select)),
             Route(f"{prefix}/search", view_endpoint(search)),
         ]
+    runs = Runs(explorer.catalog.roots)  # multi-rank runs: the #/run/<id> page (ranks_view)
+
+    async def run_list(request: Request) -> Response:
+        return OrjsonResponse({"runs": await run_in_threadpool(runs.list)})
+
+    async def run_page(request: Request) -> Response:
+        return OrjsonResponse(await run_in_threadpool(runs.get, request.path_params["rid"]))
+
     routes = [
         Route("/", index),
+        Route("/api/runs", run_list),
+        Route("/api/runs/{rid}", run_page),
         Route("/api/health", health),
         Route("/api/entries", entries),
         Mount("/api/entries/{eid}", routes=entry_routes),
@@ -271,7 +282,8 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                               headers={k.decode(): v.decode() for k, v in security_headers((assets.boot_hash,))})
 
     app = Starlette(routes=routes, exception_handlers={
-        ProfileError: profile_error, notes.NotesError: notes_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
+        ProfileError: profile_error, notes.NotesError: notes_error, NotFound: not_found, FileNotFoundError: not_found,
+        RunNotFound: not_found, BadRequest: bad_request,
         OutsideRoots: outside, HTTPException: http_error, Exception: internal,
     })
     if token:

@@ -7,6 +7,7 @@
 //   #/p/<id>/query?sql=                  SQL over the profile's tables
 //   #/p/<id>/device/<neff>/<nc>?seq=     device trace of one NEFF on one NeuronCore
 //   #/compare/<base>/<test>              compare two profiles
+//   #/runs, #/run/<id>?c=                multi-rank runs; one run, all ranks (c: a collective)
 
 import { applyTheme, currentTheme, initialTheme } from "./colors.js";
 import { el, fill } from "./format.js";
@@ -23,6 +24,8 @@ const opsView = lazy(() => import("./views/ops.js"), "opsView");
 const summaryView = lazy(() => import("./views/summary.js"), "summaryView");
 const compareView = lazy(() => import("./views/compare.js"), "compareView");
 const queryView = lazy(() => import("./views/query.js"), "queryView");
+const runsView = lazy(() => import("./views/ranks.js"), "runsView");
+const ranksView = lazy(() => import("./views/ranks.js"), "ranksView");
 
 performance.mark("trnscope:main"); // the entry module ran (benchmarks read it)
 
@@ -68,6 +71,10 @@ async function route() {
       } finally {
         named();
       }
+    } else if (parts[0] === "run" || parts[0] === "runs") {
+      renderNav("runs", null, parts);
+      document.body.dataset.page = "run";
+      result = parts[1] ? await ranksView(main, { rid: parts[1], query }) : await runsView(main);
     } else if (parts[0] === "compare") {
       renderNav("compare", null, parts);
       document.body.dataset.page = "compare";
@@ -87,7 +94,8 @@ async function route() {
 
 function renderNav(page, id, parts) {
   const link = (href, label, active) => el(`a.tab${active ? ".active" : ""}`, { href }, label);
-  const items = [link("#/", "Profiles", page === "profiles"), link("#/compare", "Compare", page === "compare")];
+  const items = [link("#/", "Profiles", page === "profiles"), link("#/compare", "Compare", page === "compare"),
+    link("#/runs", "Runs", page === "runs")];
   if (id) {
     const entry = entryById(id);
     items.push(el("span.sep", {}, "›"),
