@@ -48,9 +48,7 @@ class NeuronWork(dist._Work):
         super().__init__()
         self._pg, self._core, self.end_ns, self._result = pg, core, end_ns, result
         self._waited = False
-        fut = Future()
-        fut.set_result(result)
-        self._fut = fut
+        self._fut: Future | None = None  # made when asked for (most works are only waited)
         pg._outstanding[id(self)] = self
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
@@ -74,8 +72,11 @@ class NeuronWork(dist._Work):
         return self._result if isinstance(self._result, list) else [self._result]
 
     def get_future(self) -> Future:
-        # DDP's reducer waits on this future in C++, where trnscope cannot see it; the optimizer step
-        # orders such collectives (ProcessGroupNeuron.wait_outstanding)
+        # DDP's reducer waits on this future in C++, where trnscope cannot see it; the end of the
+        # backward pass and the optimizer step order such collectives (ProcessGroupNeuron.wait_outstanding)
+        if self._fut is None:
+            self._fut = Future()
+            self._fut.set_result(self._result)
         return self._fut
 
     def synchronize(self) -> None:
@@ -89,9 +90,19 @@ def _host(t: torch.Tensor) -> torch.Tensor:
     if t.device.type != BACKEND:
         raise DistributedError(f"the neuron process group got a tensor on {t.device}: move it to 'neuron' "
                                f"(or use a gloo group for CPU tensors)")
-    from ..device.memory import host_view
+    return _host_view()(t)
 
-    return host_view(t)
+
+def _host_view():
+    global _HOST_VIEW
+    if _HOST_VIEW is None:
+        from ..device.memory import host_view
+
+        _HOST_VIEW = host_view
+    return _HOST_VIEW
+
+
+_HOST_VIEW = None
 
 
 class _Dense:
@@ -117,6 +128,11 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._p2p_seq = itertools.count(1)
         self._outstanding: dict[int, NeuronWork] = {}  # works nobody has waited for yet
         self._backward_wait = False  # a final callback of the running backward pass will wait for them
+        # the arrival exchange's buffers, reused by every collective (calls are serialised by _lock)
+        self._mine = torch.zeros(sig.WIDTH, dtype=torch.int64)
+        self._all = torch.zeros(size * sig.WIDTH, dtype=torch.int64)
+        self._size = size
+        self._mine_np = self._mine.numpy()
         self._ranks: list[int] | None = list(global_ranks) if global_ranks else None
         self._beside: list[tuple[int, ...]] | None = None  # the groups of this one's split (groups.siblings)
         self._lock = threading.RLock()
@@ -229,13 +245,12 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return max(ready, core.stream_done_ns(core.current_stream), core.cc_free_ns)
 
     def _exchange(self, row: list[int], kind: str, seq: int) -> list[list[int]]:
-        mine = torch.tensor(row, dtype=torch.int64)
-        out = [torch.empty_like(mine) for _ in range(self.size())]
+        self._mine_np[:] = row
         try:
-            self._gloo.allgather([out], [mine]).wait()
+            self._gloo._allgather_base(self._all, self._mine).wait()
         except RuntimeError as exc:
             raise self._who_failed(kind, seq, exc) from None
-        return [o.tolist() for o in out]
+        return self._all.view(self._size, sig.WIDTH).tolist()
 
     def _gloo_run(self, run, kind: str, seq: int) -> None:
         try:
@@ -265,15 +280,17 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             f"(rank {ranks[self.rank()] if self.rank() < len(ranks) else self.rank()} stops here; gloo said: "
             f"{str(exc).splitlines()[0][:200]}). Look at that rank's own output for the cause.")
 
-    def _gloo_allreduce(self, t: torch.Tensor, op) -> None:
+    def _gloo_allreduce(self, t: torch.Tensor, op, opts=None) -> None:
         """gloo's all_reduce with the ops it lacks: AVG (a SUM, divided by the group size) and
-        PREMUL_SUM (multiplied by the op's factor first)."""
+        PREMUL_SUM (multiplied by the op's factor first). ``opts``: the caller's options, used as they
+        are for the ops gloo has."""
         name = sig.redop_name(op)
-        o = dist.AllreduceOptions()
-        o.reduceOp = dist.ReduceOp.SUM if name in ("avg", "premul_sum") else op
+        if not isinstance(opts, dist.AllreduceOptions) or name in ("avg", "premul_sum"):
+            opts = dist.AllreduceOptions()
+            opts.reduceOp = dist.ReduceOp.SUM if name in ("avg", "premul_sum") else op
         if name == "premul_sum":
             t.mul_(_premul_factor(op))
-        self._gloo.allreduce([t], o).wait()
+        self._gloo.allreduce([t], opts).wait()
         if name == "avg":
             if t.is_floating_point() or t.is_complex():
                 t.div_(self.size())
@@ -303,7 +320,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
         def run():
             for t in d.dense:  # one gloo call per tensor (gloo's coalesced form needs equal dtypes)
-                self._gloo_allreduce(t, opts.reduceOp)
+                self._gloo_allreduce(t, opts.reduceOp, opts)
             d.finish()
         fp = tensors[0] if len(tensors) == 1 else _flat_fingerprint(tensors)
         n = sum(t.numel() for t in tensors)

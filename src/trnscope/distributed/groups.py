@@ -21,14 +21,20 @@ def _root(store):
 
 
 def announce(store, ranks: list[int]) -> None:
-    _root(store).append(KEY, ",".join(map(str, ranks)) + ";")
+    try:
+        _root(store).append(KEY, ",".join(map(str, ranks)) + ";")
+    except (RuntimeError, NotImplementedError, AttributeError):
+        pass  # a store without append (a user's own): its groups' collectives share no links
 
 
 def known(store) -> list[tuple[int, ...]]:
     root = _root(store)
-    if not root.check([KEY]):
+    try:
+        if not root.check([KEY]):
+            return []
+        raw = root.get(KEY).decode()
+    except (RuntimeError, NotImplementedError, AttributeError):
         return []
-    raw = root.get(KEY).decode()
     return [tuple(int(r) for r in g.split(",")) for g in raw.split(";") if g]
 
 

@@ -25,6 +25,7 @@ class RankState:
         self.world_size = 1
         self.slowdown = 1.0
         self.incomplete: str | None = None   # why this rank's profile may be partial
+        self._durations: dict[tuple, tuple[int, str, int]] = {}
         self.info: dict | None = None        # distributedInfo of the world group (PyTorch's keys)
 
     # --- set up by the first process group ------------------------------------------------------
@@ -65,6 +66,15 @@ class RankState:
     def duration(self, kind: str, nbytes: int, ranks: list[int], beside=()) -> tuple[int, str, int]:
         """(ns, algorithm, the most rings sharing one of its links) of a collective over ``ranks``
         while the groups ``beside`` run the same collective (their rings share ports with it)."""
+        key = (kind, nbytes, tuple(ranks), tuple(beside))
+        known = self._durations.get(key)
+        if known is None:
+            if len(self._durations) > 4096:
+                self._durations.clear()
+            known = self._durations[key] = self._duration(kind, nbytes, ranks, beside)
+        return known
+
+    def _duration(self, kind: str, nbytes: int, ranks: list[int], beside) -> tuple[int, str, int]:
         places = [self.placement(r) for r in ranks]
         if kind in ("send", "recv"):
             hops = [hop_between(places[0], places[1], self.spec, self.topology, self.links)]
