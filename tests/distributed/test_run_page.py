@@ -118,3 +118,26 @@ def test_the_run_page_links_a_collective_across_ranks(run_dir):
         server.should_exit = True
         thread.join(timeout=10)
     assert not errors, errors
+
+
+def test_a_run_folder_without_rank_traces_says_so(tmp_path):
+    from starlette.testclient import TestClient
+
+    from trnscope.explorer import create_app
+
+    run = tmp_path / "failed_run"
+    run.mkdir()
+    (run / "run.json").write_text('{"schema": "trnscope-multirank-run", "complete": false}')
+    client = TestClient(create_app([tmp_path]))
+    runs = client.get("/api/runs").json()["runs"]
+    assert [r["name"] for r in runs] == [f"{tmp_path.name}/failed_run"]
+    answer = client.get(f"/api/runs/{runs[0]['id']}")
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["problem"].startswith("no rank traces") and "--profile RUN" in error["hint"]
+    assert error["file"] == "failed_run" and str(tmp_path) not in str(error)
+    # a damaged rank trace is named, relative to the served folder
+    (run / "rank_0").mkdir()
+    (run / "rank_0" / "trace.json").write_text('{"distributedInfo": {"rank": 0}, "traceEv')
+    error = client.get(f"/api/runs/{runs[0]['id']}").json()["error"]
+    assert error["problem"].startswith("not a JSON trace") and error["file"] == "failed_run/rank_0/trace.json"

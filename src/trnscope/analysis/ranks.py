@@ -21,6 +21,8 @@ from pathlib import Path
 
 import orjson
 
+from .profile import ProfileError
+
 RUN_FILE = "run.json"
 COMPUTE_CATS = ("privateuse1_driver",)
 
@@ -204,7 +206,11 @@ def load_run(root) -> RunAnalysis:
         run = orjson.loads((root / RUN_FILE).read_bytes())
     traces: dict[int, RankTrace] = {}
     for path in sorted(root.glob("**/trace.json")):
-        doc = orjson.loads(path.read_bytes())
+        try:
+            doc = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise ProfileError(path, f"not a JSON trace ({exc})",
+                               "the rank's export was cut short or the file was damaged: profile the run again") from None
         info = doc.get("distributedInfo") or {}
         if "rank" not in info:
             continue
@@ -222,8 +228,8 @@ def load_run(root) -> RunAnalysis:
         if prev is None or path.stat().st_mtime > prev.path.stat().st_mtime:  # the newest window per rank
             traces[r] = RankTrace(r, path, doc, complete, reason)
     if not traces:
-        raise ValueError(f"{root}: no rank traces (trace.json files with distributedInfo) found; profile the "
-                         f"run with `trnscope run --nproc N --profile {root} script.py`")
+        raise ProfileError(root, "no rank traces (trace.json files with distributedInfo) found",
+                           "profile the run with `trnscope run --nproc N --profile RUN script.py`")
     return RunAnalysis(root, traces, run)
 
 

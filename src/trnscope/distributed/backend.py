@@ -127,7 +127,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._seq = 0
         self._p2p_seq = itertools.count(1)
         self._outstanding: dict[int, NeuronWork] = {}  # works nobody has waited for yet
-        self._backward_wait = False  # a final callback of the running backward pass will wait for them
+        self._backward_task = -1  # the backward pass (graph task) whose final callback will wait for them
         # the arrival exchange's buffers, reused by every collective (calls are serialised by _lock)
         self._mine = torch.zeros(sig.WIDTH, dtype=torch.int64)
         self._all = torch.zeros(size * sig.WIDTH, dtype=torch.int64)
@@ -216,15 +216,13 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         pass, waits on its future in C++ (which trnscope cannot see) before copying the bucket into
         ``.grad``: a final callback queued at the pass's first collective runs before DDP's (queued
         after its last bucket) and makes the current stream wait for every outstanding collective."""
-        if self._backward_wait or torch._C._current_graph_task_id() < 0:
+        task = torch._C._current_graph_task_id()
+        if task < 0 or task == self._backward_task:
             return
         from torch.autograd import Variable
 
-        def done() -> None:
-            self._backward_wait = False
-            self.wait_outstanding()
-        Variable._execution_engine.queue_callback(done)
-        self._backward_wait = True
+        Variable._execution_engine.queue_callback(self.wait_outstanding)
+        self._backward_task = task
 
     def _siblings(self) -> list[tuple[int, ...]]:
         """The other groups of this group's split, read once, at its first collective (emulator work)."""

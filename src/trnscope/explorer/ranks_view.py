@@ -59,18 +59,12 @@ class Runs:
                 path = self._found.get(rid)
         if path is None:
             raise RunNotFound(f"no multi-rank run with id {rid!r}")
-        try:
-            return self._payload(rid, path)
-        except ValueError as exc:  # a run folder whose ranks wrote no trace
-            raise RunNotFound(str(exc)) from None
-
-    def _payload(self, rid: str, path: Path) -> dict:
         stamp = _stamp(path)
         with self._lock:
             cached = self._payloads.get(rid)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        data = payload(load_run(path), _name(path, self.roots))
+        data = payload(load_run(path), _name(path, self.roots))  # a ProfileError says what is wrong (422)
         with self._lock:
             self._payloads[rid] = (stamp, data)
         return data
