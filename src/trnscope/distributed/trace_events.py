@@ -19,6 +19,7 @@ Each collective of the window becomes
 from __future__ import annotations
 
 import zlib
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from .records import records_between
 
@@ -97,16 +98,22 @@ def _rebase(doc: dict, own_offset: int) -> None:
     becomes emulated us, the same instant on every rank, from one ``baseTimeNanoseconds``, which is
     what HTA compares across ranks (it reads ``ts`` as they are). ``own_offset``: the epoch offset
     the window put emulated time on (this process's own when the profile began before the process
-    group)."""
+    group).
+
+    In whole ns: a ``ts`` relative to a base far from the events (weeks of us) has a float's 1 ns
+    steps, so adding the shift in floats would round differently as the run's epoch offset changes
+    (and the same run's timeline would move by 1 ns from run to run). A ``ts`` is written with three
+    decimals, so its shortest text is its exact value in ns."""
     from ..profiling import correlate
 
     shared = correlate.SHARED_EPOCH_OFFSET_NS
     base = int(doc.get("baseTimeNanoseconds", 0) or 0)
     if shared is None or not base:
         return
-    delta = (base - own_offset) / 1000.0
+    shift = base - own_offset
     for e in doc["traceEvents"]:
         if "ts" in e:
-            e["ts"] = round(float(e["ts"]) + delta, 3)
+            ns = int((Decimal(repr(float(e["ts"]))) * 1000).to_integral_value(ROUND_HALF_EVEN))
+            e["ts"] = round((ns + shift) / 1000.0, 3)
     doc["baseTimeNanoseconds"] = shared
 

@@ -10,7 +10,7 @@ import { getJSON } from "../api.js";
 import { colorFor, theme, WAIT_COLOR } from "../colors.js";
 import { el, fill, fmtBytes, fmtCount, fmtPercentValue, fmtTime } from "../format.js";
 import { DataTable } from "../widgets/table.js";
-import { errorPanel, loading } from "./common.js";
+import { errorPanel, loading, replaceQuery } from "./common.js";
 
 const LABEL_W = 150;
 const RULER_H = 24;
@@ -386,6 +386,7 @@ class RunPage {
 
   select(cid, frame) {
     this.selected = cid;
+    replaceQuery({ c: cid }); // the URL keeps the selection
     if (cid !== null && frame) {
       const c = this.data.collectives[cid];
       const times = Object.values(c.arrivals);
