@@ -19,7 +19,6 @@ Each collective of the window becomes
 from __future__ import annotations
 
 import zlib
-from decimal import ROUND_HALF_EVEN, Decimal
 
 from .records import records_between
 
@@ -102,18 +101,17 @@ def _rebase(doc: dict, own_offset: int) -> None:
 
     In whole ns: a ``ts`` relative to a base far from the events (weeks of us) has a float's 1 ns
     steps, so adding the shift in floats would round differently as the run's epoch offset changes
-    (and the same run's timeline would move by 1 ns from run to run). A ``ts`` is written with three
-    decimals, so its shortest text is its exact value in ns."""
+    (and the same run's timeline would move by 1 ns from run to run)."""
     from ..profiling import correlate
+    from ..trace.timeunits import us_to_ns
 
     shared = correlate.SHARED_EPOCH_OFFSET_NS
     base = int(doc.get("baseTimeNanoseconds", 0) or 0)
     if shared is None or not base:
         return
+    timed = [e for e in doc["traceEvents"] if "ts" in e]
     shift = base - own_offset
-    for e in doc["traceEvents"]:
-        if "ts" in e:
-            ns = int((Decimal(repr(float(e["ts"]))) * 1000).to_integral_value(ROUND_HALF_EVEN))
-            e["ts"] = round((ns + shift) / 1000.0, 3)
+    for e, ns in zip(timed, us_to_ns([e["ts"] for e in timed]).tolist()):
+        e["ts"] = round((ns + shift) / 1000.0, 3)
     doc["baseTimeNanoseconds"] = shared
 

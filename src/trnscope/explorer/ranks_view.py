@@ -172,7 +172,7 @@ def payload(a: RunAnalysis, name: str) -> dict:
             "others_wait_ns": int(row.get("others_wait_ns", 0)),
             "missing": sorted(set(c.expected) - set(c.ranks))})
     run = a.run or {}
-    return {"name": name, "world_size": a.world_size, "origin_ns": origin, "span_ns": end - origin,
+    return {"name": name, "world_size": a.world_size, "origin_ns": str(origin), "span_ns": end - origin,
             "instance": next((rk["placement"]["instance"] for rk in ranks if rk["placement"].get("instance")), ""),
             "whatif": run.get("whatif") or {}, "script": run.get("script", ""), "problems": a.problems(),
             "names": list(names), "ranks": ranks, "collectives": collectives, "stragglers": a.stragglers(),

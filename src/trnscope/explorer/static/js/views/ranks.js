@@ -69,7 +69,7 @@ class RunPage {
           el("p.muted", {}, `${data.ranks.length} of ${data.world_size} ranks · ${data.instance || "instance unknown"} · `
             + `${fmtCount(data.collectives.length)} collectives · shared clock`
             + (whatif.length ? ` · what-if ${whatif.join(", ")}` : ""))),
-        el("div.straggler-call", {}, s === null || s === undefined ? "no rank kept the others waiting"
+        el(`div.straggler-call${s === null || s === undefined ? ".none" : ""}`, {}, s === null || s === undefined ? "no rank kept the others waiting"
           : el("span", {}, "straggler: ", el("b", { "data-testid": "straggler" }, `rank ${s}`)))),
       data.problems.length ? el("ul.warnings", {}, data.problems.map((p) => el("li", {}, p))) : null,
       el("div.run-timeline", {}, this.canvas, this.tip),
