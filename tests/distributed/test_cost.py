@@ -129,3 +129,34 @@ def test_rings_of_sibling_groups_share_the_ports_they_send_through():
     assert whatif.link_sharing("0") is False and whatif.link_sharing("") is True
     with pytest.raises(whatif.WhatIfError, match="TRNSCOPE_LINK_SHARING"):
         whatif.link_sharing("maybe")
+
+
+def test_the_analysis_says_when_sharing_was_assumed_but_the_siblings_ran_apart(tmp_path):
+    import json
+
+    from trnscope.analysis.ranks import load_run
+
+    def write(run, late_ns):
+        # data-parallel groups {0,2} (name "1") and {1,3} (name "2"), each one all_reduce #1 timed as sharing
+        # its links with the other; group "2" transfers late_ns later
+        for r in range(4):
+            group, name = ([0, 2], "1") if r % 2 == 0 else ([1, 3], "2")
+            start = 10_000 + (late_ns if name == "2" else 0)
+            ev = {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_Sum_float32 (neuron cc)",
+                  "pid": 1, "tid": 7, "ts": start / 1000, "dur": 0.5,
+                  "args": {"Process Group Name": name, "Seq": 1, "profiling_name": "nccl:all_reduce",
+                           "Process Group Ranks": group, "arrival_ns": start, "device_time_ns": 500,
+                           "link_shared_by": 2}}
+            d = run / f"rank_{r}" / "h_pid_1" / "t"
+            d.mkdir(parents=True)
+            (d / "trace.json").write_text(json.dumps({"distributedInfo": {"rank": r, "world_size": 4},
+                                                      "baseTimeNanoseconds": 1000, "traceEvents": [ev]}))
+            (d / "manifest.json").write_text('{"complete": true}')
+
+    write(tmp_path / "together", 0)
+    assert load_run(tmp_path / "together").problems() == []
+    write(tmp_path / "apart", 5_000)
+    a = load_run(tmp_path / "apart")
+    assert [c.key[0] for c in a.unshared()] == ["1", "2"]
+    assert "2 collective(s) timed with their links shared by sibling groups that did not run at the same time" \
+        in " ".join(a.problems())

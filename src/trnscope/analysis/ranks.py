@@ -64,6 +64,16 @@ class Collective:
         e = next(iter(self.ranks.values()))
         return list(e["args"].get("Process Group Ranks") or [])
 
+    @property
+    def shared_by(self) -> int:
+        return int(next(iter(self.ranks.values()))["args"].get("link_shared_by", 1) or 1)
+
+    def transfer(self, traces: dict) -> tuple[int, int]:
+        """(start, end) of the data's transfer on the shared clock: the end less the device time."""
+        r, e = next(iter(self.ranks.items()))
+        end = traces[r].abs_ns(float(e["ts"]) + float(e.get("dur", 0)))
+        return end - int(e["args"].get("device_time_ns", 0)), end
+
 
 class RunAnalysis:
     def __init__(self, root: Path, traces: dict[int, RankTrace], run: dict | None) -> None:
@@ -100,6 +110,27 @@ class RunAnalysis:
             out.append(f"{len(unmatched)} collective(s) not seen on every rank of their group, first "
                        f"{c.key[1]} #{c.key[2]} on {c.key[0]!r}: missing on rank(s) "
                        f"{', '.join(map(str, sorted(set(c.expected) - set(c.ranks))))}")
+        alone = self.unshared()
+        if alone:
+            c = alone[0]
+            out.append(f"{len(alone)} collective(s) timed with their links shared by sibling groups that did not "
+                       f"run at the same time, first {c.key[1]} #{c.key[2]} on {c.key[0]!r} (the model's SPMD "
+                       f"assumption, docs/cost-model.md \"Link sharing\"; TRNSCOPE_LINK_SHARING=0 times them alone)")
+        return out
+
+    def unshared(self) -> list[Collective]:
+        """Collectives timed as sharing links with their sibling groups' (same size, no common rank,
+        same kind and sequence number) when none of those ran at the same time."""
+        out = []
+        for c in self.collectives:
+            if c.shared_by <= 1:
+                continue
+            mine = set(c.expected)
+            a, b = c.transfer(self.traces)
+            beside = [o for o in self.collectives if o is not c and o.key[1:] == c.key[1:]
+                      and len(o.expected) == len(mine) and not mine.intersection(o.expected)]
+            if not any(x < b and a < y for x, y in (o.transfer(self.traces) for o in beside)):
+                out.append(c)
         return out
 
     @property
