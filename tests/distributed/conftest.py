@@ -18,7 +18,8 @@ def worker_env(**extra) -> dict:
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TRNSCOPE_HOST_TIME", "modelled")
     env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
-    # every rank compiles what it runs: which rank would load a NEFF another has just stored is a race
+    # no persistent NEFF cache: a test's timeline does not depend on what the user's cache holds
+    # (test_determinism.py turns it on, with a cache of its own, cold and warm)
     env["TRNSCOPE_DISABLE_NEFF_CACHE"] = "1"
     env.pop("TRNSCOPE_RANK_SLOWDOWN", None)
     env.pop("TRNSCOPE_LINK_SLOWDOWN", None)

@@ -1,5 +1,5 @@
-"""The neuron process group on real processes: numerics of every collective, timings the ranks agree on
-and that repeat, errors that name the rank at fault."""
+"""The neuron process group on real processes: numerics of every collective, timings the ranks agree on,
+errors that name the rank at fault."""
 
 import json
 import subprocess
@@ -45,9 +45,15 @@ def test_every_collective_on_two_ranks_with_timings_the_ranks_agree_on_and_that_
     # collectives queue one after another on the collective engines, never before their arrival
     for a, b in zip(coll0, coll0[1:]):
         assert b[5] >= a[6] and b[5] >= b[7]
-    # the same run again: the same timeline (modelled host time, no shared NEFF cache)
-    again = _timings(tmp_path, "b")
-    assert again[0]["rows"] == r0["rows"] and again[1]["rows"] == r1["rows"]
+    # the compiled graph that calls all_reduce: two NEFFs around it in one compiled call, the second
+    # after the collective's end on the device
+    assert r0["segmented_graphs"] == 1
+    segs = [e for e in r0["execs"] if e[0] == "kernel" and e[1].startswith("fwd1_seg")]
+    assert [e[1] for e in segs] == ["fwd1_seg1", "fwd1_seg2"]
+    between = [row for row in coll0 if segs[0][3] <= row[8] <= segs[1][2]]
+    assert len(between) == 1 and between[0][0] == "all_reduce"
+    assert segs[1][4] >= between[0][6]
+    # the same run again gives the same timeline: test_determinism.py
 
 
 def test_mismatched_shapes_name_both_ranks_and_the_partial_profiles_say_so(tmp_path):
@@ -86,3 +92,28 @@ def test_a_dead_rank_is_named_by_the_survivor_within_the_timeout(tmp_path):
     assert procs[1].returncode == 3
     assert procs[0].returncode != 0
     assert "RankFailedError: rank 1 did not complete all_reduce #2" in outs[0], outs[0][-3000:]
+
+
+def test_groups_of_one_split_share_the_links_they_cross(tmp_path):
+    from trnscope.hw import TRN1
+    from trnscope.hw.interconnect import TRN1_32XLARGE
+
+    # trn1.32xlarge: two NeuronCores per chip, so the data-parallel groups {0,2} and {1,3} both cross
+    # between chips 0 and 1 at once and share each chip's NeuronLink; the tensor-parallel groups stay
+    # on a chip, and the world group has no sibling
+    out = tmp_path / "mesh"
+    out.mkdir()
+    p = torchrun(WORKERS / "mesh.py", 4, out, env=worker_env(TRNSCOPE_INSTANCE="trn1.32xlarge"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    S = 4 * 2**20
+    places = [place(r, 0, TRN1, TRN1_32XLARGE) for r in range(4)]
+    for r in range(4):
+        rows = {tuple(row[1]): row for row in json.loads((out / f"rank{r}.json").read_text())}
+        dp = rows[(0, 2) if r % 2 == 0 else (1, 3)]
+        link = TRN1_32XLARGE.neuronlink_bytes_per_s_per_chip / 2
+        assert dp[3:] == ["ring", round(2 * (2600 + (S / 2) / link * 1e9)), 2]
+        tp = rows[(0, 1) if r < 2 else (2, 3)]
+        alone = cost.collective_ns("all_reduce", S, ring_hops(places[:2], TRN1, TRN1_32XLARGE), 2)[0]
+        assert tp[4:] == [alone, 1]
+        world = rows[(0, 1, 2, 3)]
+        assert world[4:] == [cost.collective_ns("all_reduce", S, ring_hops(places, TRN1, TRN1_32XLARGE), 4)[0], 1]

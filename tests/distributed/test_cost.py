@@ -93,3 +93,70 @@ def test_a_shape_mismatch_names_both_ranks():
     with pytest.raises(CollectiveMismatchError, match="bfloat16"):
         sig.check([a, c], [0, 1], "default")
     sig.check([a, sig.encode(99, 4, "all_reduce", torch.empty(4, 4), "sum")], [0, 1], "default")  # arrival may differ
+
+
+def test_rings_of_sibling_groups_share_the_ports_they_send_through():
+    from trnscope.distributed import groups
+    from trnscope.distributed.topology import shared_hops
+
+    # trn1.32xlarge, 2 NeuronCores per chip: ranks 0,1 on chip 0 and 2,3 on chip 1. The data-parallel
+    # groups {0,2} and {1,3} both cross between the chips: each chip's NeuronLink carries two rings
+    places = {r: place(r, 0, TRN1, TRN1_32XLARGE) for r in range(4)}
+    known = [(0, 1, 2, 3), (0, 1), (2, 3), (0, 2), (1, 3)]
+    assert groups.siblings(known, [0, 2]) == [(1, 3)]
+    assert groups.siblings(known, [0, 1]) == [(2, 3)]
+    assert groups.siblings(known, [0, 1, 2, 3]) == []
+
+    def ring(g):
+        return ring_hops([places[r] for r in g], TRN1, TRN1_32XLARGE)
+
+    dp = shared_hops(ring((0, 2)), [ring((1, 3))])
+    assert [h.kind for h in dp] == ["neuronlink", "neuronlink"] and all(h.shared_by == 2 for h in dp)
+    S = 64 * MiB
+    ns, algo = cost.collective_ns("all_reduce", S, dp, 2)
+    B = 384 * 2**30 / 2  # the chip's NeuronLink, half for each ring
+    assert algo == "ring" and ns == round(2 * (2600 + (S / 2) / B * 1e9))
+    assert ns > cost.collective_ns("all_reduce", S, ring((0, 2)), 2)[0]  # alone it has the whole link
+    # tensor-parallel groups {0,1} and {2,3} stay on their own chips: each core's DMA is its own
+    tp = shared_hops(ring((0, 1)), [ring((2, 3))])
+    assert tp == ring((0, 1)) and all(h.shared_by == 1 for h in tp)
+    # two instances: every data-parallel ring leaving an instance shares its EFA
+    two = [Placement(n, c, 0) for n in range(2) for c in range(4)]
+    rings = [ring_hops([two[c], two[4 + c]], TRN2, TRN2_48XLARGE) for c in range(4)]
+    shared = shared_hops(rings[0], rings[1:])
+    assert {h.shared_by for h in shared} == {4}
+    assert shared[0].bytes_per_s == TRN2_48XLARGE.efa_bytes_per_s_per_instance / 4
+    assert whatif.link_sharing("0") is False and whatif.link_sharing("") is True
+    with pytest.raises(whatif.WhatIfError, match="TRNSCOPE_LINK_SHARING"):
+        whatif.link_sharing("maybe")
+
+
+def test_the_analysis_says_when_sharing_was_assumed_but_the_siblings_ran_apart(tmp_path):
+    import json
+
+    from trnscope.analysis.ranks import load_run
+
+    def write(run, late_ns):
+        # data-parallel groups {0,2} (name "1") and {1,3} (name "2"), each one all_reduce #1 timed as sharing
+        # its links with the other; group "2" transfers late_ns later
+        for r in range(4):
+            group, name = ([0, 2], "1") if r % 2 == 0 else ([1, 3], "2")
+            start = 10_000 + (late_ns if name == "2" else 0)
+            ev = {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_Sum_float32 (neuron cc)",
+                  "pid": 1, "tid": 7, "ts": start / 1000, "dur": 0.5,
+                  "args": {"Process Group Name": name, "Seq": 1, "profiling_name": "nccl:all_reduce",
+                           "Process Group Ranks": group, "arrival_ns": start, "device_time_ns": 500,
+                           "link_shared_by": 2}}
+            d = run / f"rank_{r}" / "h_pid_1" / "t"
+            d.mkdir(parents=True)
+            (d / "trace.json").write_text(json.dumps({"distributedInfo": {"rank": r, "world_size": 4},
+                                                      "baseTimeNanoseconds": 1000, "traceEvents": [ev]}))
+            (d / "manifest.json").write_text('{"complete": true}')
+
+    write(tmp_path / "together", 0)
+    assert load_run(tmp_path / "together").problems() == []
+    write(tmp_path / "apart", 5_000)
+    a = load_run(tmp_path / "apart")
+    assert [c.key[0] for c in a.unshared()] == ["1", "2"]
+    assert "2 collective(s) timed with their links shared by sibling groups that did not run at the same time" \
+        in " ".join(a.problems())

@@ -83,3 +83,25 @@ def test_summary_and_the_merged_view_of_all_ranks(straggler_run, capsys):
     ends = [e["ts"] + e["dur"] for e in doc["traceEvents"]
             if e.get("cat") == "kernel" and e.get("args", {}).get("Seq") == first.key[2]]
     assert len(ends) == 4 and max(ends) - min(ends) < 0.002  # us: the same ns, rounded in two fields
+
+
+def test_the_perfetto_archive_merges_every_rank_onto_one_timeline(straggler_run):
+    import tarfile
+
+    from trnscope.analysis.ranks import load_run, perfetto_archive
+
+    a = load_run(straggler_run)
+    with tarfile.open(perfetto_archive(a)) as tar:
+        names = tar.getnames()
+        manifest = json.load(tar.extractfile("perfetto_manifest.json"))["perfetto_manifest"]
+        docs = {n: json.load(tar.extractfile(n)) for n in names if n.startswith("rank_")}
+    assert names[0] == "perfetto_manifest.json" and sorted(docs) == [f"rank_{r}.json" for r in range(4)]
+    assert manifest["version"] == 1
+    files = {f["path"]: f for f in manifest["files"]}
+    assert sorted(files) == sorted(docs)
+    # one machine per rank keeps their processes apart; every file is pinned to rank 0's on the shared clock
+    assert len({f["machine"]["name"] for f in files.values()}) == 4
+    for r in range(1, 4):
+        assert files[f"rank_{r}.json"]["clocks"] == {"sync_to": {"file": "rank_0.json"}, "offset_ns": 0}
+    for r in range(4):
+        assert docs[f"rank_{r}.json"]["distributedInfo"]["rank"] == r

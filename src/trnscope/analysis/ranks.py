@@ -21,6 +21,7 @@ from pathlib import Path
 import orjson
 
 from ..formats import profile as layout
+from .profile import ProfileError
 
 RUN_FILE = "run.json"
 COMPUTE_CATS = ("privateuse1_driver",)
@@ -63,6 +64,16 @@ class Collective:
         e = next(iter(self.ranks.values()))
         return list(e["args"].get("Process Group Ranks") or [])
 
+    @property
+    def shared_by(self) -> int:
+        return int(next(iter(self.ranks.values()))["args"].get("link_shared_by", 1) or 1)
+
+    def transfer(self, traces: dict) -> tuple[int, int]:
+        """(start, end) of the data's transfer on the shared clock: the end less the device time."""
+        r, e = next(iter(self.ranks.items()))
+        end = traces[r].abs_ns(float(e["ts"]) + float(e.get("dur", 0)))
+        return end - int(e["args"].get("device_time_ns", 0)), end
+
 
 class RunAnalysis:
     def __init__(self, root: Path, traces: dict[int, RankTrace], run: dict | None) -> None:
@@ -99,6 +110,27 @@ class RunAnalysis:
             out.append(f"{len(unmatched)} collective(s) not seen on every rank of their group, first "
                        f"{c.key[1]} #{c.key[2]} on {c.key[0]!r}: missing on rank(s) "
                        f"{', '.join(map(str, sorted(set(c.expected) - set(c.ranks))))}")
+        alone = self.unshared()
+        if alone:
+            c = alone[0]
+            out.append(f"{len(alone)} collective(s) timed with their links shared by sibling groups that did not "
+                       f"run at the same time, first {c.key[1]} #{c.key[2]} on {c.key[0]!r} (the model's SPMD "
+                       f"assumption, docs/cost-model.md \"Link sharing\"; TRNSCOPE_LINK_SHARING=0 times them alone)")
+        return out
+
+    def unshared(self) -> list[Collective]:
+        """Collectives timed as sharing links with their sibling groups' (same size, no common rank,
+        same kind and sequence number) when none of those ran at the same time."""
+        out = []
+        for c in self.collectives:
+            if c.shared_by <= 1:
+                continue
+            mine = set(c.expected)
+            a, b = c.transfer(self.traces)
+            beside = [o for o in self.collectives if o is not c and o.key[1:] == c.key[1:]
+                      and len(o.expected) == len(mine) and not mine.intersection(o.expected)]
+            if not any(x < b and a < y for x, y in (o.transfer(self.traces) for o in beside)):
+                out.append(c)
         return out
 
     @property
@@ -205,7 +237,11 @@ def load_run(root) -> RunAnalysis:
         run = orjson.loads((root / RUN_FILE).read_bytes())
     traces: dict[int, RankTrace] = {}
     for path in sorted(root.glob(f"**/{layout.FRAMEWORK_TRACE}")):
-        doc = orjson.loads(path.read_bytes())
+        try:
+            doc = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise ProfileError(path, f"not a JSON trace ({exc})",
+                               "the rank's export was cut short or the file was damaged: profile the run again") from None
         info = doc.get("distributedInfo") or {}
         if "rank" not in info:
             continue
@@ -223,8 +259,8 @@ def load_run(root) -> RunAnalysis:
         if prev is None or path.stat().st_mtime > prev.path.stat().st_mtime:  # the newest window per rank
             traces[r] = RankTrace(r, path, doc, complete, reason)
     if not traces:
-        raise ValueError(f"{root}: no rank traces (trace.json files with distributedInfo) found; profile the "
-                         f"run with `trnscope run --nproc N --profile {root} script.py`")
+        raise ProfileError(root, "no rank traces (trace.json files with distributedInfo) found",
+                           "profile the run with `trnscope run --nproc N --profile RUN script.py`")
     return RunAnalysis(root, traces, run)
 
 
@@ -300,6 +336,42 @@ def hta_dir(a: RunAnalysis, path: Path | None = None) -> Path:
             link.symlink_to(t.path.resolve())
         except OSError:  # no symlinks here: a copy
             link.write_bytes(t.path.read_bytes())
+    return path
+
+
+PERFETTO_ARCHIVE = "all_ranks.perfetto.tar"
+
+
+def perfetto_archive(a: RunAnalysis, path: Path | None = None) -> Path:
+    """One archive Perfetto (v58.2 and later: the UI, ``trace_processor``) opens as one timeline of
+    every rank: each rank's trace as it is, and a ``perfetto_manifest`` naming one machine per rank
+    (so the ranks' processes stay apart) and pinning each file's clockless Chrome JSON to rank 0's
+    with the offset between their time bases (0 on one run's shared clock)."""
+    import io
+    import tarfile
+
+    path = Path(path or a.root / PERFETTO_ARCHIVE)
+    ranks = sorted(a.traces)
+    ref = a.traces[ranks[0]]
+    files = []
+    for r in ranks:
+        entry = {"path": f"rank_{r}.json", "machine": {"name": f"rank {r}"}}
+        if r != ranks[0]:
+            entry["clocks"] = {"sync_to": {"file": f"rank_{ranks[0]}.json"},
+                               "offset_ns": a.traces[r].base_ns - ref.base_ns}
+        files.append(entry)
+    manifest = {"perfetto_manifest": {"version": 1, "files": files,
+                                      "attributes": {"world_size": a.world_size, "source": "trnscope"}}}
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tarfile.open(tmp, "w") as tar:
+        def add(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        add("perfetto_manifest.json", orjson.dumps(manifest))
+        for r in ranks:
+            add(f"rank_{r}.json", a.traces[r].path.read_bytes())
+    tmp.replace(path)
     return path
 
 

@@ -14,11 +14,12 @@ if TYPE_CHECKING:
 
 
 def summarise_run(path: Path, console: "Console", as_json: bool, top: int, wide: bool) -> int:
-    from ..analysis.ranks import hta_dir, load_run
+    from ..analysis.ranks import hta_dir, load_run, perfetto_archive
     from rich.text import Text
 
     a = load_run(path)
     hta = hta_dir(a)
+    perfetto = perfetto_archive(a)
     if as_json:
         from .analysis_cmds import _write_json
 
@@ -49,6 +50,7 @@ def summarise_run(path: Path, console: "Console", as_json: bool, top: int, wide:
          [[f"rank {o['rank']}", duration(o["comm_ns"]), duration(o["compute_ns"]), duration(o["overlap_ns"]),
            f"{o['overlap_percent']:.1f}%"] for o in a.overlap()], wide)
     console.print(Text(f"for HTA: TraceAnalysis(trace_dir={str(hta)!r})"), highlight=False)
+    console.print(Text(f"for Perfetto (v58.2+): open {perfetto} (every rank on one timeline)"), highlight=False)
     return 0
 
 

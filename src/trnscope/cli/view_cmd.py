@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import socket
 from pathlib import Path
@@ -42,14 +43,19 @@ class ViewCommand:
         from ..analysis.ranks import is_run
 
         dirs = []
-        for d in args.dirs:  # a multi-rank run opens as one trace of all its ranks (and each rank's profile)
-            if is_run(Path(d)):
+        page = ""
+        for d in args.dirs:  # a multi-rank run opens on its page of all ranks (each rank's profile and the
+            if is_run(Path(d)):  # merged all-ranks trace are entries too)
+                from ..explorer.ranks_view import run_id
                 from .ranks_cmd import merged_for_view
 
                 dirs.append(str(merged_for_view(Path(d))))
+                page = page or f"#/run/{run_id(len(dirs), '.')}"
             dirs.append(d)
         args.dirs = dirs
         server_plan = plan(args.host, args.port, args.token)
+        if page:
+            server_plan = dataclasses.replace(server_plan, url=server_plan.url + page)
         _check_can_bind(server_plan.host, server_plan.port)
         serve(args.dirs, server_plan, use_cache=not args.no_cache, open_browser=args.open,
               announce=lambda line: console.print(line, highlight=False, soft_wrap=True))

@@ -39,6 +39,7 @@ class CompileCounters:
     neffs_compiled: int = 0      # graphs compiled to a NEFF
     neff_cache_hits: int = 0     # NEFFs loaded from the cache directory instead of compiled
     eager_graphs: int = 0        # graphs that could not become one NEFF and run op by op
+    segmented_graphs: int = 0    # graphs with collectives: NEFF segments around them (collective_segments)
     executions: int = 0          # compiled-graph executions on the device
     compile_ns: int = 0          # modelled host time of those compiles and loads (runtime.hostcost)
     last_dispatches_per_call: int = 0
@@ -86,6 +87,7 @@ class CompiledNeff:
         self.compile_ns = compile_ns
         self.timeline = timeline  # simulated at compile time, or read with the NEFF from the cache
         self._first = True
+        self.graph_call = True  # False for a graph's later NEFF segments (collective_segments)
 
     def __call__(self, *args):
         core = runtime.core(_device_of(args))
@@ -96,7 +98,8 @@ class CompiledNeff:
 
         compile_ns, self._first = (self.compile_ns if self._first else 0), False
         clock = runtime.CLOCK
-        if clock.mode == runtime.MODELLED:  # Dynamo's guards and AOTAutograd's wrappers (measured in real mode)
+        # Dynamo's guards and AOTAutograd's wrappers (measured in real mode)
+        if self.graph_call and clock.mode == runtime.MODELLED:
             clock.advance(runtime.host_costs().graph_call_ns)
         core.execute_program(self.compiled.program, self.label, compute, compile_ns,
                              timeline=self.timeline if self.timeline is not None and self.timeline.spec == core.spec
@@ -169,8 +172,21 @@ def _compile(gm: fx.GraphModule, example_inputs, label: str):
         raise NeuronCompileError(
             "the neuron backend does not support dynamic shapes (neither does TorchNeuron): compile with "
             "torch.compile(..., dynamic=False); each new input shape then compiles its own NEFF")
+    from functorch.compile import make_boxed_func
+
+    from . import collective_segments
+
     with runtime.CLOCK.emulation():  # trnscope's compiler at work: the host pays the modelled compile
-        return _compile_cut(gm, example_inputs, label)
+        if not collective_segments.has_collectives(gm):
+            return make_boxed_func(_compile_cut(gm, example_inputs, label))
+        parts, segments, collectives = collective_segments.split(gm, label, _compile_cut)
+        COUNTERS.segmented_graphs += 1
+        warnings.warn(f"trnscope: graph {label} calls {collectives} collective op(s): it runs as {segments} NEFF "
+                      f"segment(s) around them, the collectives on the collective engines", stacklevel=2)
+        entries = [m for m in parts.children() if isinstance(getattr(m, "run", None), CompiledNeff)]
+        for m in entries[1:]:  # one compiled call: Dynamo's guards and wrappers run once
+            m.run.graph_call = False
+        return make_boxed_func(parts.forward)
 
 
 def _compile_cut(gm: fx.GraphModule, example_inputs, label: str):
@@ -196,9 +212,7 @@ def _compile_cut(gm: fx.GraphModule, example_inputs, label: str):
         COUNTERS.reasons.append(reason)
         warnings.warn(f"trnscope: graph {label} cannot become one NEFF ({exc}); it runs op by op on neuron",
                       stacklevel=2)
-        from functorch.compile import make_boxed_func
-
-        return make_boxed_func(gm.forward)
+        return gm.forward
     costs = runtime.host_costs()
     compile_ns = costs.neff_load_ns if hit is not None else costs.compile_ns(len(compiled.program.instructions))
     COUNTERS.compile_ns += compile_ns
@@ -207,9 +221,7 @@ def _compile_cut(gm: fx.GraphModule, example_inputs, label: str):
 
         timeline = simulate(compiled.program, spec)  # emulator work: inside _compile's cut
         neff_cache.get().store(disk_key, compiled.program, timeline, compile_ns)
-    from functorch.compile import make_boxed_func
-
-    return make_boxed_func(CompiledNeff(gm, compiled, label, compile_ns, timeline))
+    return CompiledNeff(gm, compiled, label, compile_ns, timeline)
 
 
 def neuron_backend(gm: fx.GraphModule, example_inputs, mode: str | None = None, options=None, **kwargs):

@@ -23,7 +23,7 @@ def register() -> None:
     from .backend import BACKEND, create_neuron_process_group
 
     if BACKEND.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(BACKEND, create_neuron_process_group, devices=[BACKEND])
+        dist.Backend.register_backend(BACKEND, create_neuron_process_group, extended_api=True, devices=[BACKEND])
     import torch.optim.optimizer as optim
 
     optim.register_optimizer_step_pre_hook(_wait_collectives)

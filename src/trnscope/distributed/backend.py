@@ -12,8 +12,9 @@ is. Every collective
    cost formula says (:mod:`.cost`), and every rank computes the same start and end;
 3. moves the data with gloo on zero-copy host views of the neuron tensors (emulator work);
 4. returns a work whose ``wait()`` makes the current stream wait for the collective's end (device
-   ordering, as NCCL's work does; the host does not block). Collectives nobody waited for (DDP's
-   reducer waits on futures in C++) are waited for by the next optimizer step.
+   ordering, as NCCL's work does; the host does not block). Collectives nobody waited for are
+   waited for at the end of the backward pass that issued them (DDP's reducer waits on their
+   futures in C++, then copies the buckets into ``.grad``) and by the next optimizer step.
 
 Errors: a collective whose ranks disagree on op, shape or dtype raises
 :class:`.errors.CollectiveMismatchError` naming both ranks; a rank that died or is stuck makes the
@@ -33,7 +34,7 @@ from torch._C._distributed_c10d import ProcessGroupGloo
 from torch.futures import Future
 
 from .errors import DistributedError, RankFailedError
-from . import signature as sig
+from . import groups, signature as sig
 from .records import RECORDS, CollectiveRecord
 from .state import rank_state
 
@@ -47,9 +48,7 @@ class NeuronWork(dist._Work):
         super().__init__()
         self._pg, self._core, self.end_ns, self._result = pg, core, end_ns, result
         self._waited = False
-        fut = Future()
-        fut.set_result(result)
-        self._fut = fut
+        self._fut: Future | None = None  # made when asked for (most works are only waited)
         pg._outstanding[id(self)] = self
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
@@ -73,8 +72,11 @@ class NeuronWork(dist._Work):
         return self._result if isinstance(self._result, list) else [self._result]
 
     def get_future(self) -> Future:
-        # DDP's reducer waits on this future in C++, where trnscope cannot see it; the optimizer step
-        # orders such collectives (ProcessGroupNeuron.wait_outstanding)
+        # DDP's reducer waits on this future in C++, where trnscope cannot see it; the end of the
+        # backward pass and the optimizer step order such collectives (ProcessGroupNeuron.wait_outstanding)
+        if self._fut is None:
+            self._fut = Future()
+            self._fut.set_result(self._result)
         return self._fut
 
     def synchronize(self) -> None:
@@ -88,9 +90,19 @@ def _host(t: torch.Tensor) -> torch.Tensor:
     if t.device.type != BACKEND:
         raise DistributedError(f"the neuron process group got a tensor on {t.device}: move it to 'neuron' "
                                f"(or use a gloo group for CPU tensors)")
-    from ..device.memory import host_view
+    return _host_view()(t)
 
-    return host_view(t)
+
+def _host_view():
+    global _HOST_VIEW
+    if _HOST_VIEW is None:
+        from ..device.memory import host_view
+
+        _HOST_VIEW = host_view
+    return _HOST_VIEW
+
+
+_HOST_VIEW = None
 
 
 class _Dense:
@@ -107,7 +119,7 @@ class _Dense:
 
 
 class ProcessGroupNeuron(dist.ProcessGroup):
-    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, global_ranks: list[int] | None = None) -> None:
         super().__init__(rank, size)
         self._store = store
         self._timeout = timeout
@@ -115,10 +127,19 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._seq = 0
         self._p2p_seq = itertools.count(1)
         self._outstanding: dict[int, NeuronWork] = {}  # works nobody has waited for yet
-        self._ranks: list[int] | None = None
+        self._backward_task = -1  # the backward pass (graph task) whose final callback will wait for them
+        # the arrival exchange's buffers, reused by every collective (calls are serialised by _lock)
+        self._mine = torch.zeros(sig.WIDTH, dtype=torch.int64)
+        self._all = torch.zeros(size * sig.WIDTH, dtype=torch.int64)
+        self._size = size
+        self._mine_np = self._mine.numpy()
+        self._ranks: list[int] | None = list(global_ranks) if global_ranks else None
+        self._beside: list[tuple[int, ...]] | None = None  # the groups of this one's split (groups.siblings)
         self._lock = threading.RLock()
         self._state = rank_state()
         self._state.join(self._gloo, rank, size)  # the first group (the world): where every rank runs
+        if rank == 0:
+            groups.announce(store, self.ranks())
 
     # --- identity -----------------------------------------------------------------------------
     def getBackendName(self) -> str:
@@ -170,7 +191,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                 sig.check(rows, ranks, self.name, check_fields)
                 arrivals = [int(r[0]) for r in rows]
                 start = max(arrivals)
-                dur, algo = self._state.duration(kind, nbytes, ranks)
+                dur, algo, shared = self._state.duration(kind, nbytes, ranks, self._siblings())
                 end = start + dur
                 if core is not None:
                     core.cc_free_ns = max(core.cc_free_ns, end)
@@ -184,8 +205,30 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     dtype=sig.dtype_name(fingerprint.dtype) if fingerprint is not None else "none",
                     in_nelems=in_nelems, out_nelems=out_nelems, nbytes=nbytes, algorithm=algo, reduce_op=reduce_op,
                     host_start_ns=host_start, host_end_ns=host_end, arrival_ns=arrival, device_start_ns=start,
-                    device_end_ns=end, arrivals_ns=arrivals, coalesced=coalesced, thread=threading.get_native_id()))
+                    device_end_ns=end, arrivals_ns=arrivals, coalesced=coalesced, link_shared_by=shared,
+                    thread=threading.get_native_id()))
+            self._wait_after_backward()
             return NeuronWork(self, core, end, result if result is not None else tensors)
+
+    def _wait_after_backward(self) -> None:
+        """Inside a backward pass, order the collectives nobody waited for before what runs after it.
+        DDP's reducer launches a bucket's all_reduce from an autograd hook and, at the end of the
+        pass, waits on its future in C++ (which trnscope cannot see) before copying the bucket into
+        ``.grad``: a final callback queued at the pass's first collective runs before DDP's (queued
+        after its last bucket) and makes the current stream wait for every outstanding collective."""
+        task = torch._C._current_graph_task_id()
+        if task < 0 or task == self._backward_task:
+            return
+        from torch.autograd import Variable
+
+        Variable._execution_engine.queue_callback(self.wait_outstanding)
+        self._backward_task = task
+
+    def _siblings(self) -> list[tuple[int, ...]]:
+        """The other groups of this group's split, read once, at its first collective (emulator work)."""
+        if self._beside is None:
+            self._beside = groups.siblings(groups.known(self._store), self.ranks())
+        return self._beside
 
     def _core_of(self, tensors):
         from .. import runtime
@@ -200,13 +243,12 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return max(ready, core.stream_done_ns(core.current_stream), core.cc_free_ns)
 
     def _exchange(self, row: list[int], kind: str, seq: int) -> list[list[int]]:
-        mine = torch.tensor(row, dtype=torch.int64)
-        out = [torch.empty_like(mine) for _ in range(self.size())]
+        self._mine_np[:] = row
         try:
-            self._gloo.allgather([out], [mine]).wait()
+            self._gloo._allgather_base(self._all, self._mine).wait()
         except RuntimeError as exc:
             raise self._who_failed(kind, seq, exc) from None
-        return [o.tolist() for o in out]
+        return self._all.view(self._size, sig.WIDTH).tolist()
 
     def _gloo_run(self, run, kind: str, seq: int) -> None:
         try:
@@ -236,15 +278,17 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             f"(rank {ranks[self.rank()] if self.rank() < len(ranks) else self.rank()} stops here; gloo said: "
             f"{str(exc).splitlines()[0][:200]}). Look at that rank's own output for the cause.")
 
-    def _gloo_allreduce(self, t: torch.Tensor, op) -> None:
+    def _gloo_allreduce(self, t: torch.Tensor, op, opts=None) -> None:
         """gloo's all_reduce with the ops it lacks: AVG (a SUM, divided by the group size) and
-        PREMUL_SUM (multiplied by the op's factor first)."""
+        PREMUL_SUM (multiplied by the op's factor first). ``opts``: the caller's options, used as they
+        are for the ops gloo has."""
         name = sig.redop_name(op)
-        o = dist.AllreduceOptions()
-        o.reduceOp = dist.ReduceOp.SUM if name in ("avg", "premul_sum") else op
+        if not isinstance(opts, dist.AllreduceOptions) or name in ("avg", "premul_sum"):
+            opts = dist.AllreduceOptions()
+            opts.reduceOp = dist.ReduceOp.SUM if name in ("avg", "premul_sum") else op
         if name == "premul_sum":
             t.mul_(_premul_factor(op))
-        self._gloo.allreduce([t], o).wait()
+        self._gloo.allreduce([t], opts).wait()
         if name == "avg":
             if t.is_floating_point() or t.is_complex():
                 t.div_(self.size())
@@ -274,7 +318,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
         def run():
             for t in d.dense:  # one gloo call per tensor (gloo's coalesced form needs equal dtypes)
-                self._gloo_allreduce(t, opts.reduceOp)
+                self._gloo_allreduce(t, opts.reduceOp, opts)
             d.finish()
         fp = tensors[0] if len(tensors) == 1 else _flat_fingerprint(tensors)
         n = sum(t.numel() for t in tensors)
@@ -517,7 +561,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                           self.name, fields=(3, 5, 6))
                 start = max(arrival, int(other[0]))
                 nbytes = t.numel() * t.element_size()
-                dur, algo = self._state.duration(kind, nbytes, [ranks[self.rank()], ranks[peer]])
+                dur, algo, _ = self._state.duration(kind, nbytes, [ranks[self.rank()], ranks[peer]])
                 end = start + dur
                 core.cc_free_ns = max(core.cc_free_ns, end)
 
@@ -537,6 +581,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                     out_nelems=t.numel(), nbytes=nbytes, algorithm=algo, reduce_op="", host_start_ns=host_start,
                     host_end_ns=clock.now(), arrival_ns=arrival, device_start_ns=start, device_end_ns=end,
                     arrivals_ns=[arrival, int(other[0])], peer=ranks[peer], thread=threading.get_native_id()))
+            self._wait_after_backward()
             return NeuronWork(self, core, end, tensors)
 
 
@@ -552,8 +597,10 @@ def _flat_fingerprint(tensors) -> torch.Tensor:
     return torch.empty(sum(t.numel() for t in tensors), dtype=tensors[0].dtype, device="meta")
 
 
-def create_neuron_process_group(store, rank: int, size: int, timeout: timedelta) -> ProcessGroupNeuron:
+def create_neuron_process_group(opts, backend_options=None) -> ProcessGroupNeuron:
+    """The backend factory (torch's extended API: the options carry the group's global ranks)."""
     from . import fsdp
 
     fsdp.install()
-    return ProcessGroupNeuron(store, rank, size, timeout)
+    return ProcessGroupNeuron(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                              list(opts.global_ranks_in_group or []))

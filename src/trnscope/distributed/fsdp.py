@@ -3,10 +3,14 @@
 FSDP2 frees an unsharded parameter's memory after use and brings it back before the next
 all-gather with ``UntypedStorage.resize_`` (``free_storage`` / ``alloc_storage`` in
 ``torch.distributed.fsdp._fully_shard._fsdp_param``). For a PrivateUse1 storage, ``resize_`` calls
-``PrivateUse1HooksInterface::resizePrivateUse1Bytes``, which Python cannot provide. So for neuron
-tensors those two functions keep the bytes where they are (trnscope's device memory is host memory
-under the storage, and FSDP2 writes every unsharded byte from the all-gather before reading it).
-Limitation: the device memory statistics keep counting a "freed" unsharded parameter.
+``PrivateUse1HooksInterface::resizePrivateUse1Bytes``: the device's C++ core implements it as ATen
+resizes a CUDA storage (a new block, counted by the device's memory statistics; the old one
+freed), so ``torch.neuron.memory_allocated()`` follows FSDP2's frees and re-allocations.
+
+Without the C++ core (a machine that cannot build it) Python cannot provide that hook: there,
+for neuron tensors, those two functions keep the bytes where they are (FSDP2 writes every
+unsharded byte from the all-gather before reading it), and the memory statistics keep counting
+a "freed" unsharded parameter.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ _installed = False
 def install() -> None:
     global _installed
     if _installed:
+        return
+    _installed = True
+    from ..device._core import CORE
+
+    if CORE is not None:  # storages resize through the C++ hooks
         return
     try:
         from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
@@ -35,4 +44,3 @@ def install() -> None:
     _fsdp_param.alloc_storage = alloc_storage
     _fsdp_param.free_storage = free_storage
     _fsdp_param_group.alloc_storage = alloc_storage
-    _installed = True

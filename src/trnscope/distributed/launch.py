@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import orjson
@@ -86,14 +87,29 @@ def _write_run(run_dir: Path, doc: dict) -> None:
 
 
 def launch(args: argparse.Namespace, console) -> int:
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import get_args_parser, run
-
-    from .whatif import LINK_ENV, RANK_ENV, link_scale, rank_slowdowns
+    from ..runtime.neff_cache import RUN_ENV
+    from .whatif import link_scale, rank_slowdowns
 
     rank_slowdowns(), link_scale()  # a bad what-if fails here, once, not in every worker
     if getattr(args, "instance", None):
         os.environ["TRNSCOPE_INSTANCE"] = args.instance  # the workers emulate the same instance
+    # the ranks' shared NEFF cache tells this run's entries from earlier runs' (runtime.neff_cache)
+    own_id = RUN_ENV not in os.environ
+    if own_id:
+        os.environ[RUN_ENV] = uuid.uuid4().hex
+    try:
+        return _launch(args, console, os.environ[RUN_ENV])
+    finally:
+        if own_id:
+            os.environ.pop(RUN_ENV, None)
+
+
+def _launch(args: argparse.Namespace, console, run_id: str) -> int:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run
+
+    from .whatif import LINK_ENV, RANK_ENV
+
     argv = torchrun_argv(args)
     run_dir = Path(args.profile).resolve() if args.profile else None
     nnodes = str(args.nnodes or "1")
@@ -101,7 +117,7 @@ def launch(args: argparse.Namespace, console) -> int:
            "nproc_per_node": args.nproc or 1, "nnodes": nnodes, "node_rank": args.node_rank or 0,
            "instance": os.environ.get("TRNSCOPE_INSTANCE", ""), "whatif": {
                RANK_ENV: os.environ.get(RANK_ENV, ""), LINK_ENV: os.environ.get(LINK_ENV, "")},
-           "started_unix": time.time(), "complete": False, "failed_ranks": {}}
+           "run_id": run_id, "started_unix": time.time(), "complete": False, "failed_ranks": {}}
     if run_dir is not None:
         _write_run(run_dir, doc)
     rc = 0

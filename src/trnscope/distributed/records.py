@@ -34,6 +34,7 @@ class CollectiveRecord:
     arrivals_ns: list[int] = field(default_factory=list)   # per group rank
     coalesced: int = 1
     peer: int = -1            # send/recv: the other rank (global)
+    link_shared_by: int = 1   # concurrent rings on its most shared link (groups of its split)
     thread: int = 0
 
     @property

@@ -24,16 +24,19 @@ def dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
 
 
+_REDOP_NAMES: dict = {}
+
+
 def redop_name(op) -> str:
     """``sum``, ``avg``, ... for a ``ReduceOp`` (or its ``RedOpType``)."""
     if op is None:
         return ""
     import torch.distributed as dist
 
-    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
-        if op == getattr(dist.ReduceOp, name):
-            return name.lower()
-    return "unknown"
+    if not _REDOP_NAMES:
+        for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
+            _REDOP_NAMES[getattr(dist.ReduceOp.RedOpType, name)] = name.lower()
+    return _REDOP_NAMES.get(getattr(op, "op", op), "unknown")  # a ReduceOp holds its RedOpType in .op
 
 
 def encode(arrival_ns: int, seq: int, kind: str, t: torch.Tensor | None, reduce_op: str) -> list[int]:

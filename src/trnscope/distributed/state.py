@@ -9,7 +9,7 @@ import torch
 from ..hw import get_spec
 from ..hw.interconnect import topology_for
 from . import cost, whatif
-from .topology import Placement, hop_between, place, ring_hops
+from .topology import Placement, hop_between, place, ring_hops, shared_hops
 
 
 class RankState:
@@ -17,6 +17,7 @@ class RankState:
         self.spec = get_spec()
         self.topology = topology_for(self.spec, os.environ.get("TRNSCOPE_INSTANCE"))
         self.links = whatif.link_scale()
+        self.sharing = whatif.link_sharing()
         self.local_rank = int(os.environ.get("LOCAL_RANK", "-1"))
         self.node = int(os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", "0")) or 0)
         self.placements: dict[int, Placement] = {}
@@ -24,6 +25,7 @@ class RankState:
         self.world_size = 1
         self.slowdown = 1.0
         self.incomplete: str | None = None   # why this rank's profile may be partial
+        self._durations: dict[tuple, tuple[int, str, int]] = {}
         self.info: dict | None = None        # distributedInfo of the world group (PyTorch's keys)
 
     # --- set up by the first process group ------------------------------------------------------
@@ -61,13 +63,28 @@ class RankState:
         return current_device()
 
     # --- timing -------------------------------------------------------------------------------
-    def duration(self, kind: str, nbytes: int, ranks: list[int]) -> tuple[int, str]:
+    def duration(self, kind: str, nbytes: int, ranks: list[int], beside=()) -> tuple[int, str, int]:
+        """(ns, algorithm, the most rings sharing one of its links) of a collective over ``ranks``
+        while the groups ``beside`` run the same collective (their rings share ports with it)."""
+        key = (kind, nbytes, tuple(ranks), tuple(beside))
+        known = self._durations.get(key)
+        if known is None:
+            if len(self._durations) > 4096:
+                self._durations.clear()
+            known = self._durations[key] = self._duration(kind, nbytes, ranks, beside)
+        return known
+
+    def _duration(self, kind: str, nbytes: int, ranks: list[int], beside) -> tuple[int, str, int]:
         places = [self.placement(r) for r in ranks]
         if kind in ("send", "recv"):
             hops = [hop_between(places[0], places[1], self.spec, self.topology, self.links)]
         else:
             hops = ring_hops(places, self.spec, self.topology, self.links)
-        return cost.collective_ns(kind, nbytes, hops, len(ranks))
+            if self.sharing and beside:
+                hops = shared_hops(hops, [ring_hops([self.placement(r) for r in g], self.spec, self.topology,
+                                                    self.links) for g in beside])
+        ns, algo = cost.collective_ns(kind, nbytes, hops, len(ranks))
+        return ns, algo, max((h.shared_by for h in hops), default=1)
 
     def metadata(self) -> dict:
         p = self.placement(self.rank)
@@ -75,6 +92,7 @@ class RankState:
                 "node": p.node, "chip": p.chip, "neuron_core": p.core,
                 "local_rank": self.local_rank if self.local_rank >= 0 else self.rank,
                 "host_slowdown": self.slowdown, "link_slowdown": dict(self.links.factors),
+                "link_sharing": self.sharing,
                 "complete": self.incomplete is None, **({"incomplete": self.incomplete} if self.incomplete else {})}
 
 

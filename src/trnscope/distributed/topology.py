@@ -5,6 +5,11 @@ A rank is one process driving one NeuronCore, as TorchNeuron sets it up
 = ``LOCAL_RANK`` numbered across the instance's chips (chip ``LOCAL_RANK // cores_per_chip``). A group's
 ring visits its ranks in placement order (node, chip, core), as a topology-aware runtime orders it, so
 it crosses each kind of boundary as few times as possible.
+
+Links several rings cross at once share their bandwidth (docs/cost-model.md, "Link sharing"): a
+hop is sent through a *port* (the sending core's DMA engines, the sending chip's NeuronLink, the
+sending instance's EFA), and a port that ``k`` concurrent rings send through gives each ``1/k`` of
+its bandwidth (:func:`shared_hops`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class Hop:
     kind: str             # "chip" | "neuronlink" | "efa"
     latency_ns: float
     bytes_per_s: float
+    port: tuple = ()      # what sends it: ("chip", node, chip, core) | ("neuronlink", node, chip) | ("efa", node)
+    shared_by: int = 1    # concurrent rings sending through the same port (bytes_per_s is this ring's share)
 
 
 def place(local_rank: int, node: int, spec: HardwareSpec, topo: InstanceTopology) -> Placement:
@@ -46,13 +53,15 @@ def hop_between(a: Placement, b: Placement, spec: HardwareSpec, topo: InstanceTo
                 scale: LinkScale | None = None) -> Hop:
     scale = scale or LinkScale()
     if a.node != b.node:
-        kind, lat, bw = "efa", topo.efa_hop_latency_ns, topo.efa_bytes_per_s_per_instance
+        kind, lat, bw, port = "efa", topo.efa_hop_latency_ns, topo.efa_bytes_per_s_per_instance, ("efa", a.node)
     elif a.chip != b.chip:
         kind, lat, bw = "neuronlink", topo.neuronlink_hop_latency_ns, topo.neuronlink_bytes_per_s_per_chip
+        port = ("neuronlink", a.node, a.chip)
     else:
         kind, lat, bw = "chip", topo.chip_hop_latency_ns, spec.dma_bytes_per_s_per_core
+        port = ("chip", a.node, a.chip, a.core)
     f = scale.factor(kind)
-    return Hop(kind, lat * f, bw / f)
+    return Hop(kind, lat * f, bw / f, port)
 
 
 def ring_hops(placements: list[Placement], spec: HardwareSpec, topo: InstanceTopology,
@@ -63,3 +72,14 @@ def ring_hops(placements: list[Placement], spec: HardwareSpec, topo: InstanceTop
     if n < 2:
         return []
     return [hop_between(order[i], order[(i + 1) % n], spec, topo, scale) for i in range(n)]
+
+
+def shared_hops(mine: list[Hop], others: list[list[Hop]]) -> list[Hop]:
+    """``mine`` with each hop's bandwidth divided among the rings (``mine`` and ``others``, running at
+    the same time) that send through its port."""
+    users: dict[tuple, int] = {}
+    for ring in [mine, *others]:
+        for port in {h.port for h in ring}:
+            users[port] = users.get(port, 0) + 1
+    return [Hop(h.kind, h.latency_ns, h.bytes_per_s / users[h.port], h.port, users[h.port])
+            if users[h.port] > 1 else h for h in mine]

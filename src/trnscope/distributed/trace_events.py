@@ -76,7 +76,7 @@ def add_to_document(view, doc: dict, device_pid) -> None:
                  "profiling_name": r.profiling_name, "algorithm": r.algorithm, "bytes": r.nbytes,
                  "reduce_op": r.reduce_op, "arrival_ns": r.arrival_ns, "wait_ns": r.wait_ns,
                  "last_rank": r.last_rank, "arrivals_ns": list(r.arrivals_ns),
-                 "device_time_ns": r.device_end_ns - r.device_start_ns}
+                 "device_time_ns": r.device_end_ns - r.device_start_ns, "link_shared_by": r.link_shared_by}
         if r.peer >= 0:
             dargs["peer"] = r.peer
         # as an NCCL kernel does, the activity starts when this rank's queue reaches it and waits there
@@ -97,16 +97,21 @@ def _rebase(doc: dict, own_offset: int) -> None:
     becomes emulated us, the same instant on every rank, from one ``baseTimeNanoseconds``, which is
     what HTA compares across ranks (it reads ``ts`` as they are). ``own_offset``: the epoch offset
     the window put emulated time on (this process's own when the profile began before the process
-    group)."""
+    group).
+
+    In whole ns: a ``ts`` relative to a base far from the events (weeks of us) has a float's 1 ns
+    steps, so adding the shift in floats would round differently as the run's epoch offset changes
+    (and the same run's timeline would move by 1 ns from run to run)."""
     from ..profiling import correlate
+    from ..trace.timeunits import us_to_ns
 
     shared = correlate.SHARED_EPOCH_OFFSET_NS
     base = int(doc.get("baseTimeNanoseconds", 0) or 0)
     if shared is None or not base:
         return
-    delta = (base - own_offset) / 1000.0
-    for e in doc["traceEvents"]:
-        if "ts" in e:
-            e["ts"] = round(float(e["ts"]) + delta, 3)
+    timed = [e for e in doc["traceEvents"] if "ts" in e]
+    shift = base - own_offset
+    for e, ns in zip(timed, us_to_ns([e["ts"] for e in timed]).tolist()):
+        e["ts"] = round((ns + shift) / 1000.0, 3)
     doc["baseTimeNanoseconds"] = shared
 

@@ -5,6 +5,8 @@
   the user's own Python is measured and is not scaled.
 * ``TRNSCOPE_LINK_SLOWDOWN=2`` (every link) or ``efa:4,neuronlink:1.5,chip:1``: that kind of link is so
   many times slower (its bandwidth divided, its latency multiplied).
+* ``TRNSCOPE_LINK_SHARING=0``: a collective has its links to itself, even when the other groups of its
+  split run theirs at the same time (by default they share them, docs/cost-model.md "Link sharing").
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 
 RANK_ENV = "TRNSCOPE_RANK_SLOWDOWN"
 LINK_ENV = "TRNSCOPE_LINK_SLOWDOWN"
+SHARING_ENV = "TRNSCOPE_LINK_SHARING"
 LINK_KINDS = ("chip", "neuronlink", "efa")
 
 
@@ -66,3 +69,12 @@ def link_scale(raw: str | None = None) -> LinkScale:
             raise WhatIfError(f"{LINK_ENV}={raw!r}: unknown link {kind!r}; use {', '.join(LINK_KINDS)}")
         out[kind] = _factor(fac, f"{LINK_ENV} {kind}")
     return LinkScale(out)
+
+
+def link_sharing(raw: str | None = None) -> bool:
+    raw = (os.environ.get(SHARING_ENV, "1") if raw is None else raw).strip().lower()
+    if raw in ("1", "on", "true", "yes", ""):
+        return True
+    if raw in ("0", "off", "false", "no"):
+        return False
+    raise WhatIfError(f"{SHARING_ENV}={raw!r}: write 1 (collectives of sibling groups share links) or 0")

@@ -33,6 +33,7 @@ from ..analysis import ProfileError, TraceCache
 from . import columns, notes
 from .assets import Assets
 from .catalog import Catalog, OutsideRoots
+from .ranks_view import Runs
 from .security import (
     LoopbackHostMiddleware,
     SecurityHeadersMiddleware,
@@ -60,6 +61,7 @@ class Explorer:
     def __init__(self, roots: list[str | Path], cache: TraceCache | None, max_loaded: int = 8) -> None:
         self.catalog = Catalog(roots)
         self.sessions = SessionStore(cache, max_loaded=max_loaded)
+        self.runs = Runs(self.catalog.roots)  # the multi-rank runs under the roots (pages/runs.py)
 
     def session(self, entry_id: str) -> Session:
         entry = self.catalog.get(entry_id)

@@ -31,6 +31,7 @@ import orjson
 from ..formats.profile import neff_file_name, temporary_name
 from ..hosttime import MIXED
 from ..hosttime import NOTES as HOST_TIME_NOTES
+from ..trace.timeunits import us_to_ns
 from .correlate import classify, emulator_functions
 from .events import device_row_name
 
@@ -116,7 +117,9 @@ class FrameworkView:
             if e.get("ph") == "X" and e.get("cat") == "Trace":
                 a = min(max(e["ts"], lo), hi)
                 b = max(min(e["ts"] + float(e.get("dur", 0)), hi), a)
-                e["ts"], e["dur"] = a, round(b - a, 3)
+                # in whole ns: far from the base, two floats' difference can be 1 ns off
+                ns_a, ns_b = us_to_ns([a, b]).tolist()
+                e["ts"], e["dur"] = a, (ns_b - ns_a) / 1000.0
             elif e.get("ph") == "i" and str(e.get("name", "")).startswith(("Iteration Start", "Record Window End")):
                 e["ts"] = min(max(e["ts"], lo), hi)
 

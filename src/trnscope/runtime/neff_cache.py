@@ -30,6 +30,13 @@ too) and trusts nothing that does not match: such an entry is reported once (a
 :class:`NeffCacheWarning`), removed and compiled again. Build directories other than the two most
 recently used are removed when the cache is first written in a process, and the entries written
 longest ago go until this build's directory is under ``TRNSCOPE_NEFF_CACHE_MAX_MB`` (4096).
+
+The ranks of a multi-rank run share the cache. Which rank stores a NEFF first, and so which ranks
+would find it on disk, is a race between processes; a profile must not depend on it. A record
+therefore names the run that wrote it (:func:`run_identity`), and an entry another process of the
+same run wrote is not a hit: that rank compiles the NEFF too. As on Neuron, every rank whose cache
+lacked a graph when the run began compiles it (or waits on the rank compiling it, the same host
+time), and a NEFF from an earlier run is a load on every rank.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from .. import __version__, caches, metrics
 from ..isa import NeffFormatError, Program, neff
 
 DIR_ENV = ("TORCH_NEURONX_NEFF_CACHE_DIR", "TRNSCOPE_NEFF_CACHE_DIR")
+RUN_ENV = "TRNSCOPE_RUN_ID"      # the multi-rank run (set by `trnscope run --nproc`; see run_identity)
 DISABLE_ENV = ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE", "TRNSCOPE_DISABLE_NEFF_CACHE")
 FORMAT = 1                      # of the key records and timeline files
 KEEP_BUILDS = 2                 # build directories kept when another build writes
@@ -82,6 +90,36 @@ def root_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("trnscope", appauthor=False)) / "neff"
+
+
+def run_identity() -> str | None:
+    """The multi-rank run this process is a rank of, or None outside one: ``$TRNSCOPE_RUN_ID``
+    (``trnscope run --nproc`` sets one per launch; set the same value on every node when nodes share a
+    cache directory), else under torchrun the node's launcher process (run id, host, its pid and
+    start time: the ranks of one launch share it, two launches never do), else for ranks started by
+    hand the rendezvous address with the parent process."""
+    explicit = os.environ.get(RUN_ENV)
+    if explicit:
+        return explicit
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        launcher = f"torchrun/{os.environ['TORCHELASTIC_RUN_ID']}"
+    elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        launcher = f"manual/{os.environ.get('MASTER_ADDR', '')}:{os.environ.get('MASTER_PORT', '')}"
+    else:
+        return None
+    import socket
+
+    ppid = os.getppid()
+    return f"{launcher}/{socket.gethostname()}/{ppid}/{_start_ticks(ppid)}"
+
+
+def _start_ticks(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot; Linux), so a reused pid is another run."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 _fingerprint: str | None = None
@@ -138,6 +176,8 @@ class NeffCache:
         self._lock = threading.Lock()
         self._pruned = False
         self._reported: set[str] = set()
+        self.run = run_identity()
+        self._mine: set[str] = set()  # key records this process wrote (its own entries are hits)
         self.max_bytes = int(float(os.environ.get("TRNSCOPE_NEFF_CACHE_MAX_MB", str(DEFAULT_MAX_MB))) * 2**20)
 
     def _dir(self, spec_digest: str) -> Path:
@@ -163,6 +203,10 @@ class NeffCache:
             rec = orjson.loads(raw)
             if rec.get("format") != FORMAT or rec.get("key") != text:
                 raise _Damaged("its record is for another key or format")
+            if self.run is not None and rec.get("run") == self.run and text not in self._mine:
+                # another rank of this run compiled it a moment ago: this rank compiles it too
+                metrics.count("CompilationCache.SameRunMisses")
+                return None
             data = _checked(d / rec["neff"], rec["neff_bytes"], rec["neff_sha256"], "NEFF")
             program = neff.from_bytes(data, str(d / rec["neff"]), lazy=True)
             timeline = None
@@ -215,7 +259,7 @@ class NeffCache:
             rec = {"format": FORMAT, "key": text, "op": program.ops[0] if program.ops else program.name,
                    "neff": name, "neff_bytes": len(data), "neff_sha256": sha,
                    "compile_ns": int(compile_ns), "created": time.time(), "trnscope": __version__,
-                   "build": build_fingerprint(), "timeline": None}
+                   "build": build_fingerprint(), "run": self.run, "timeline": None}
             blob = _timeline_to_bytes(timeline) if timeline is not None else None
             if blob is not None:
                 tsha = hashlib.sha256(blob).hexdigest()
@@ -223,6 +267,7 @@ class NeffCache:
                 _write_atomic(d / tname, blob)
                 rec.update(timeline=tname, timeline_bytes=len(blob), timeline_sha256=tsha)
             _write_atomic(d / "keys" / f"{_digest(text)}.json", orjson.dumps(rec))
+            self._mine.add(text)
         except OSError:
             metrics.count("CompilationCache.DiskErrors")
             return

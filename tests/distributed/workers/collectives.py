@@ -88,8 +88,14 @@ check("compiled functional all_reduce", torch.compile(graph, backend="neuron")(x
 big = torch.ones(2**20, device=dev)  # 4 MiB: a timed all_reduce the test checks against the formula
 dist.all_reduce(big)
 torch.neuron.synchronize()
-rows = [[c.kind, c.seq, c.pg_name, c.nbytes, c.algorithm, c.device_start_ns, c.device_end_ns, c.arrival_ns]
-        for c in RECORDS]
+rows = [[c.kind, c.seq, c.pg_name, c.nbytes, c.algorithm, c.device_start_ns, c.device_end_ns, c.arrival_ns,
+         c.host_start_ns, c.host_end_ns] for c in RECORDS]
+# the rank's whole timeline: every execution (kernels, copies) on the host and the device clock
+execs = [[e.kind, e.op, e.host_start_ns, e.host_end_ns, e.device_start_ns, e.device_end_ns, e.compile_ns]
+         for e in runtime.core(0).records]
 with open(os.path.join(out_dir, f"rank{r}.json"), "w") as f:
-    json.dump({"rows": rows, "clock": runtime.CLOCK.now(), "cc_free": runtime.core(0).cc_free_ns}, f)
+    from trnscope.device.dynamo_backend import COUNTERS
+
+    json.dump({"rows": rows, "execs": execs, "segmented_graphs": COUNTERS.segmented_graphs, "clock": runtime.CLOCK.now(), "cc_free": runtime.core(0).cc_free_ns,
+               "stats": runtime.core(0).stats()}, f)
 dist.destroy_process_group()

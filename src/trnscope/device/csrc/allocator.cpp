@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -253,6 +254,22 @@ bool host_storage(const c10::Storage& neuron, c10::Storage* out) {
   }
   *out = blk->host;
   return true;
+}
+
+void resize_bytes(const c10::Storage& storage, int64_t nbytes) {
+  // as ATen resizes a CUDA storage: a new allocation (counted, OOM-checked), the bytes that fit
+  // copied, the storage pointed at it; the old block goes back through its deleter (counted)
+  auto* blk = storage.data_ptr().cast_context<Block>(&free_block);
+  TORCH_CHECK(blk != nullptr, "trnscope: this neuron storage does not own its bytes (it views another "
+                              "storage's), so it cannot be resized");
+  TORCH_CHECK(nbytes >= 0, "trnscope: negative storage size ", nbytes);
+  int device = blk->device;
+  c10::Storage fresh = allocate(nbytes, device, bridge::call_int("capacity", {device}));
+  int64_t keep = std::min(nbytes, blk->nbytes);
+  if (keep > 0) std::memcpy(fresh.mutable_data(), storage.data(), static_cast<size_t>(keep));
+  auto* impl = storage.unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
+  impl->set_nbytes(static_cast<size_t>(nbytes));
 }
 
 CoreStats stats(int device) {

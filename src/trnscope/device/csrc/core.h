@@ -47,6 +47,8 @@ c10::Storage allocate(int64_t nbytes, int device, int64_t capacity);
 c10::Storage adopt(const c10::Storage& cpu, int device, int64_t capacity);
 // the CPU storage over a neuron storage's bytes; false if trnscope did not allocate it
 bool host_storage(const c10::Storage& neuron, c10::Storage* out);
+// storage.resize_(n) (FSDP2 frees and re-allocates unsharded parameters so): a new block of n bytes
+void resize_bytes(const c10::Storage& storage, int64_t nbytes);
 CoreStats stats(int device);
 int64_t cached_bytes(int device);
 bool take_pooled(int64_t size, int device);

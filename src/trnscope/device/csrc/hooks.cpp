@@ -113,9 +113,8 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex index) const override {
     return at::make_generator<NeuronGenerator>(index < 0 ? current_device() : index);
   }
-  void resizePrivateUse1Bytes(const c10::Storage&, size_t) const override {
-    TORCH_CHECK(false, "neuron storages cannot be resized in place: resize the tensor (t.resize_(...)), "
-                       "which gives it a new storage");
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
+    resize_bytes(storage, static_cast<int64_t>(nbytes));
   }
 };
 
