@@ -52,7 +52,7 @@ def test_the_registry_lists_every_page_once():
     names = [(p.scope, p.name) for p in found]
     assert len(set(names)) == len(names)
     assert {p.name for p in found if p.scope == ENTRY} >= {"system", "ops", "lines", "summary", "query", "device"}
-    assert {p.name for p in found if p.scope == GLOBAL} == {"profiles", "compare"}
+    assert {p.name for p in found if p.scope == GLOBAL} == {"profiles", "compare", "runs", "run"}
     static = Path(app_module.STATIC_DIR)
     assert all((static / "js" / p.script).is_file() for p in found)
     assert [p.name for p in found if p.home] == ["profiles", "system"]

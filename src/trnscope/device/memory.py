@@ -31,6 +31,13 @@ from . import _dlpack
 from ._core import CORE as _cpp
 
 BACKEND = "neuron"
+
+
+def storages_resize_in_core() -> bool:
+    """True when the C++ core is loaded: neuron storages then resize through its hooks, as ATen
+    resizes CUDA's (FSDP2's frees and re-allocations need nothing more)."""
+    return _cpp is not None
+
 _CPU = torch.device("cpu")
 _CPU_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 # ATen's CPU kernel for set_ only edits TensorImpl metadata and never looks at the device, so

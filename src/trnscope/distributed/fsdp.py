@@ -23,9 +23,9 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    from ..device._core import CORE
+    from ..device.memory import storages_resize_in_core
 
-    if CORE is not None:  # storages resize through the C++ hooks
+    if storages_resize_in_core():
         return
     try:
         from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group

@@ -134,9 +134,8 @@ def payload(a: RunAnalysis, name: str) -> dict:
     ranks = []
     end = origin
     for r, t in sorted(a.traces.items()):
-        compute = sorted((t.abs_ns(e["ts"]) - origin, max(1, int(round(float(e.get("dur", 0)) * 1000))),
-                          names.setdefault(e.get("name", "?"), len(names))) for e in t.compute())
-        compute = _thin(compute)
+        compute = _thin(sorted((t.abs_ns(e["ts"]) - origin, max(1, int(round(float(e.get("dur", 0)) * 1000))),
+                                names.setdefault(e.get("name", "?"), len(names))) for e in t.compute()))
         coll = []
         for e in t.collectives():
             args = e["args"]

@@ -77,6 +77,12 @@ class AP:
     # and a pattern is immutable, so the same arguments can return the same object
     _derived: dict | None = field(default=None, init=False, repr=False, compare=False)
 
+    @property
+    def content_id(self) -> int:
+        """An int shared by every pattern with the same serialisation in this process (a dictionary
+        key cheaper than the pattern itself, for exporters that describe each pattern once)."""
+        return self._sid
+
     # Patterns are hashed and compared on hot paths (cost memo keys): both work on one cached tuple.
     def __post_init__(self) -> None:
         _finish(self, (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor,
