@@ -163,23 +163,30 @@ _TIMELINE = textwrap.dedent("""
     for _ in range(3):
         y = torch.relu(x @ w) * 2 + 1
         y.sum().backward()
+    for _ in range(3):  # planned calls: functional, in place, several outputs, views, allocations
+        v = (x.detach() * 3).view(4, 128).t()
+        v.add_(1.5)
+        m, i = torch.max(v, dim=1)
+        e = torch.empty(16, 16, device="neuron").fill_(2.0)
+        s = torch.sum(e, 0) + m[:16]
     torch.neuron.set_device(1)
     z = torch.ones(32, device="neuron") * 3
     back = (z + w[0, :32].to("neuron:1")).cpu()
     torch.neuron.synchronize(0)
     torch.neuron.synchronize(1)
-    rows = [(r.kind, r.op, r.device, r.host_start_ns - start, r.host_end_ns - start, r.device_start_ns - start,
-             r.device_end_ns - start, r.bytes) for c in cores for r in c.records]
-    print(json.dumps({"cpp": _core.CORE is not None, "rows": rows, "end": runtime.CLOCK.now() - start}))
+    rows = [(r.seq, r.kind, r.op, r.device, r.host_start_ns - start, r.host_end_ns - start, r.device_start_ns - start,
+             r.device_end_ns - start, r.bytes, r.neff_name, r.compile_ns, r.queue_wait_ns)
+            for c in cores for r in c.records]
+    values = [s.cpu().tolist(), i.cpu().tolist(), back.tolist(), x.grad.cpu().tolist()]
+    print(json.dumps({"cpp": _core.CORE is not None, "rows": rows, "end": runtime.CLOCK.now() - start,
+                      "stats": [c.stats() for c in cores], "values": values,
+                      "counters": _core.CORE.counters() if _core.CORE is not None else None}))
 """)
 
 
-@pytest.mark.slow
-@cpp_only
-def test_both_paths_give_the_same_modelled_timeline(tmp_path):
-    """In modelled host-time mode the clock advances by the host-cost model only, so the C++ core
-    must leave every execution's host and device times exactly where the Python path puts them.
-    (Each run has a NEFF cache of its own: a kernel loaded from disk costs less than one compiled.)"""
+def _run_both(script: str, tmp_path, *args) -> dict:
+    """``script`` in a subprocess on each path (modelled host time, a NEFF cache of its own each: a
+    kernel loaded from disk costs less than one compiled); its last line of JSON per path."""
     import json
 
     runs = {}
@@ -187,9 +194,116 @@ def test_both_paths_give_the_same_modelled_timeline(tmp_path):
         cache = str(tmp_path / f"neff-{flag}")
         env = _env(TRNSCOPE_CPP=flag, TRNSCOPE_HOST_TIME="modelled", TRNSCOPE_NEFF_CACHE_DIR=cache,
                    TORCH_NEURONX_NEFF_CACHE_DIR=cache)
-        out = subprocess.run([sys.executable, "-c", _TIMELINE], env=env, capture_output=True, text=True, timeout=600)
+        out = subprocess.run([sys.executable, "-c", script, *[a.format(flag=flag) for a in args]], env=env,
+                             capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr[-3000:]
         runs[flag] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert runs["1"]["cpp"] and not runs["0"]["cpp"]
-    assert len(runs["1"]["rows"]) > 10
-    assert runs["1"]["rows"] == runs["0"]["rows"] and runs["1"]["end"] == runs["0"]["end"]
+    return runs
+
+
+@pytest.mark.slow
+@cpp_only
+def test_both_paths_give_the_same_modelled_timeline(tmp_path):
+    """In modelled host-time mode the clock advances by the host-cost model only, so the C++ core -
+    whose eager path serves every planned call, allocation and view itself - must leave every
+    execution's host and device times exactly where the Python path puts them: the same records
+    (sequence numbers, ops, NEFFs, times, queue waits), statistics, final clock and numbers."""
+    runs = _run_both(_TIMELINE, tmp_path)
+    cpp, py = runs["1"], runs["0"]
+    assert cpp["cpp"] and not py["cpp"]
+    assert len(cpp["rows"]) > 30
+    assert cpp["rows"] == py["rows"] and cpp["end"] == py["end"]
+    assert cpp["stats"] == py["stats"] and cpp["values"] == py["values"]
+    hot, cold = cpp["counters"]
+    assert hot > cold  # the planned calls were served in C++
+
+
+_PROFILE = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import torch, trnscope
+    from torch.profiler import profile, ProfilerActivity
+    from trnscope.profiling import NeuronConfig, NeuronProfiler, ProfileMode
+    x = torch.randn(64, 256).to("neuron"); w = torch.randn(256).to("neuron")
+    def step(x, w):
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+        return y.view(128, 128).t().sum(0)
+    for _ in range(2): step(x, w)
+    torch.neuron.synchronize()
+    cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=sys.argv[1])
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg) as p:
+        for _ in range(3): step(x, w)
+        torch.neuron.synchronize()
+    where = NeuronProfiler(cfg).export_trace(p)
+    trace = json.load(open(f"{where}/trace.json"))
+    rows = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "cpu_op"
+            and not e.get("name", "").startswith("PyTorch Profiler")]  # the session's real start
+    base = min(e["ts"] for e in rows)  # the emulated clock's epoch offset differs between processes
+    device = sorted((e.get("name"), round(e["ts"] - base, 3), e.get("dur"), e.get("cat"),
+                     json.dumps(e.get("args", {}), sort_keys=True)) for e in rows)
+    ops = sorted((e.key, e.count, e.cpu_time_total, e.self_device_time_total, e.device_time_total)
+                 for e in p.key_averages())
+    print(json.dumps({"device": device, "ops": ops}))
+""")
+
+
+@pytest.mark.slow
+@cpp_only
+def test_both_paths_give_the_same_profile(tmp_path):
+    """A DEVICE+RUNTIME profile of warm ops (the C++ eager path records them, its dispatch spans link
+    them to their ops): the exported device rows and the per-op CPU and device times are those
+    of the Python path."""
+    runs = _run_both(_PROFILE, tmp_path, str(tmp_path / "profile-{flag}"))
+    assert runs["1"]["device"] and runs["1"]["ops"]
+    assert runs["1"] == runs["0"]
+
+
+_SERVED_IN_CPP = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import torch, trnscope
+    from trnscope.device import _core
+    root = trnscope.__file__.rsplit("/", 1)[0]
+    a = torch.randn(32, 32).to("neuron"); b = torch.randn(32, 32).to("neuron")
+    def ops():
+        c = (a + b) * 2
+        d = torch.exp(c).sum(-1)
+        e = c.view(16, 64).t()
+        e.mul_(0.5)
+        f = torch.empty(8, device="neuron")
+        return d, e, f
+    for _ in range(3):
+        ops()
+    before = _core.CORE.counters()
+    ops()
+    after = _core.CORE.counters()
+    per = after[0] - before[0]
+    before = after
+    entered = []
+    def prof(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            entered.append(frame.f_code.co_filename)
+    sys.setprofile(prof)
+    for _ in range(20):
+        ops()
+    sys.setprofile(None)
+    after = _core.CORE.counters()
+    print(json.dumps({"python_calls": len(entered), "per_iteration": per, "hot": after[0] - before[0],
+                      "cold": after[1] - before[1]}))
+""")
+
+
+@cpp_only
+def test_planned_calls_never_enter_python():
+    """Warm calls (functional, in place, views, allocations) are served by the C++ eager path: no
+    trnscope Python function runs, and the core counts no entry into Python."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _SERVED_IN_CPP], env=_env(TRNSCOPE_HOST_TIME="modelled"),
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    # add, mul, exp, sum, view, as_strided (t), mul_, empty at least
+    assert got["per_iteration"] >= 8, got
+    assert got == {"python_calls": 0, "per_iteration": got["per_iteration"], "hot": 20 * got["per_iteration"],
+                   "cold": 0}, got

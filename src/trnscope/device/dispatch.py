@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, Protocol
 import torch
 
 from . import host
+from ._core import CORE as _cpp
 
 __all__ = [
     "OpKind", "OpCall", "Executor", "HostExecutor", "execute", "classify", "set_executor",
@@ -132,7 +133,8 @@ _recorders_lock = threading.Lock()
 
 
 def execute(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
-    """Run one ATen op on ``neuron`` tensors: the single entry point of the device."""
+    """Run one ATen op on ``neuron`` tensors: the single entry point of the device (on the C++
+    path, of every call the C++ eager path does not serve itself)."""
     call = OpCall(op, args, kwargs, classify(op))
     if _recorders:
         for rec in tuple(_recorders):
@@ -140,11 +142,19 @@ def execute(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     return _executor.execute(call)
 
 
+def _native_eager() -> None:
+    """The C++ eager path serves calls for the runtime's executor only (an executor that says it
+    is served natively), and only while nobody records the calls that reach :func:`execute`."""
+    if _cpp is not None:
+        _cpp.set_eager(bool(getattr(_executor, "native", False)) and not _recorders)
+
+
 def set_executor(executor: Executor | None) -> Executor:
     """Install ``executor`` (``None``: the default host executor). Returns the previous one."""
     global _executor
     old = _executor
     _executor = executor if executor is not None else HostExecutor()
+    _native_eager()
     return old
 
 
@@ -162,8 +172,10 @@ def recording() -> Iterator[list[OpCall]]:
     calls: list[OpCall] = []
     with _recorders_lock:
         _recorders.append(calls.append)
+        _native_eager()
     try:
         yield calls
     finally:
         with _recorders_lock:
             _recorders.remove(calls.append)
+            _native_eager()

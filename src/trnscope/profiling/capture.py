@@ -38,6 +38,7 @@ import torch
 import torch.autograd.profiler as _autograd_profiler
 
 from .. import runtime
+from ..device._core import CORE as _cpp
 from ..device.runtime_bridge import HostFallback as _HostFallback
 from .config import NeuronConfig, ProfileMode
 from .correlate import MARKER_PREFIX, SPAN_PREFIX, ClockMap, epoch_offset_ns
@@ -53,7 +54,9 @@ class NeuronProfilerWarning(UserWarning):
 
 
 _window_ids = itertools.count(1)
-_span_ids = itertools.count(1)  # next() is atomic under the GIL: unique across threads
+# dispatch span numbers, unique across threads (next() is atomic under the GIL); on the C++ path the
+# C++ eager path opens spans too, from the same sequence
+_next_span = _cpp.next_span if _cpp is not None else itertools.count(1).__next__
 _active: "Window | None" = None
 _active_lock = threading.Lock()
 
@@ -152,7 +155,7 @@ class _SpanExecutor:
         cut = self._cut
         cut.__enter__()
         try:
-            n = next(_span_ids)
+            n = _next_span()
             span = _RF(f"{SPAN_PREFIX}{n}")
             span.__enter__()
             tls.span = n
@@ -180,7 +183,7 @@ class _SpanExecutor:
         tls = _tls
         cut = self._cut
         cut.__enter__()
-        n = next(_span_ids)
+        n = _next_span()
         span = _RF(f"{SPAN_PREFIX}{n}")
         span.__enter__()
         tls.span = n
@@ -224,7 +227,8 @@ class Window:
         self.captured: list = []        # Execution records, in order of recording
         self.records: list = []         # completed by the close (what the profile shows)
         self.missing: list = []         # still in flight at the close (dropped)
-        self.hbm: list[tuple[int, int, int]] = []   # (emulated ns, nc, allocated bytes)
+        self.hbm: list[tuple[int, int, int]] = []   # (emulated ns, nc, allocated bytes), made at the close
+        self._hbm: list[tuple[int, tuple[int, int, int]]] = []  # (execution seq, sample)
         self.sample_hbm = cfg.has(ProfileMode.RUNTIME)
         self.native_tid: dict[int, int] = {}        # threading.get_ident() -> OS thread id
         self.span_of: dict[int, int] = {}           # execution seq -> number of its dispatch span
@@ -241,11 +245,22 @@ class Window:
         # The runtime usually calls this from inside its own cut (numerics, simulation), where a
         # nested cut changes nothing and costs two lock round trips per execution; only calls
         # made outside one (CPU fallbacks, direct runtime use) need their own.
-        if getattr(self.clock, "_cut_depth", 0):
+        if self.clock.cutting:
             self._on_record(ex)
         else:
             with self.clock.emulation():
                 self._on_record(ex)
+
+    def on_native(self, ex, span: int, hbm: int, native_tid: int) -> None:
+        """An execution of the C++ eager path, delivered when the window closes (or the records are
+        read) with what :meth:`_on_record` finds out on the dispatching thread: its dispatch span,
+        the allocated bytes and the thread's native id at the time."""
+        self.captured.append(ex)
+        self.native_tid.setdefault(ex.thread, native_tid)
+        if span:
+            self.span_of[ex.seq] = span
+        if self.sample_hbm:
+            self._hbm.append((ex.seq, (ex.host_end_ns, ex.device, hbm)))
 
     def _on_record(self, ex) -> None:
         try:
@@ -258,7 +273,7 @@ class Window:
                 with _RF(f"{MARKER_PREFIX}{ex.seq}"):
                     pass
             if self.sample_hbm:
-                self.hbm.append((ex.host_end_ns, ex.device, _memory_allocated(ex.device)))
+                self._hbm.append((ex.seq, (ex.host_end_ns, ex.device, _memory_allocated(ex.device))))
             if self.sampler is not None:
                 self.sampler.tick(ex.host_end_ns)
         except Exception as exc:  # never break the user's op
@@ -302,16 +317,21 @@ class Window:
             if not selected:
                 warn_once(cfg, "nc", f"capture_enabled_for_nc={cfg.capture_enabled_for_nc!r} selects none of this "
                           f"process's NeuronCores ({sorted(known)}); no device activity is captured.")
+            # host samplers tick at each execution as it happens: the C++ eager path then leaves
+            # the cores' calls to Python; otherwise its executions arrive at the close
+            sampled = cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY)
             for i in selected:
                 rt = runtime.core(i)
-                self._saved.append((rt, rt.recording, rt.on_record))
-                rt.on_record = self.on_record
+                self._saved.append((rt, rt.recording, rt.on_record, rt.on_native_record))
+                rt.observe(self.on_record, self.on_native, immediate=sampled, sample_hbm=self.sample_hbm)
                 rt.recording = True
             self.cores = selected
             current = dispatch.get_executor()
             if not isinstance(current, _SpanExecutor):
                 self._executor = _SpanExecutor(current, self.clock)
                 dispatch.set_executor(self._executor)
+                if _cpp is not None:
+                    _cpp.set_spans(True)
         if cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY):
             self.sampler = HostSampler(cfg.has(ProfileMode.CPU_UTIL), cfg.has(ProfileMode.HOST_MEMORY), self.clock,
                                        _device_bytes)
@@ -326,9 +346,14 @@ class Window:
         self.close_em = self.clock.now()
         if self.clock.mode != self.host_time:
             self.host_time = "mixed"
-        for rt, recording, hook in self._saved:
+        for rt, _, _, _ in self._saved:
+            rt.records  # the C++ eager path's executions reach on_native now  # noqa: B018
+        self.captured.sort(key=lambda r: r.seq)
+        self._hbm.sort(key=lambda e: e[0])
+        self.hbm = [sample for _, sample in self._hbm]
+        for rt, recording, hook, native_hook in self._saved:
             rt.recording = recording
-            rt.on_record = hook
+            rt.observe(hook, native_hook)
             if not recording:  # the records were ours only: do not let the runtime keep them
                 mine = {id(r) for r in self.captured}
                 rt.records[:] = [r for r in rt.records if id(r) not in mine]
@@ -338,6 +363,8 @@ class Window:
 
             if dispatch.get_executor() is self._executor:
                 dispatch.set_executor(self._executor.inner)
+                if _cpp is not None:
+                    _cpp.set_spans(False)
             self._executor = None
         if self.sampler is not None:
             self.sampler.stop()
