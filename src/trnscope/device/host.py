@@ -432,6 +432,14 @@ def eager_plan(op, args: tuple, kwargs: dict, key, outs: tuple):
     return ("", "", [], 0, [])
 
 
+def runtime_scalar_slots(op) -> list[tuple[int, list[float]]]:
+    """[(argument position, the values its kernel specialises on)] of the arguments ``op``'s device
+    kernel takes as runtime scalars (what :func:`signature` keys by type only), for the C++ eager
+    path's key."""
+    by_pos, _ = _info(op).runtime_scalars
+    return sorted((i, [float(s) for s in specials if type(s) in (int, float)]) for i, specials in by_pos.items())
+
+
 def _remember_geometry(key, result) -> None:
     if type(result) is tuple:
         outs = result

@@ -343,6 +343,9 @@ def _teach(call: OpCall, plan: _Plan, outs: tuple) -> None:
     how = host.eager_plan(call.op, call.args, call.kwargs, call.sig, outs)
     if how is None:  # fresh results of the op's own making: the Python host serves every call
         return
+    slots = host.runtime_scalar_slots(call.op)
+    if slots:  # their values stay out of the C++ key too (from the op's next call on)
+        _cpp.set_runtime_scalars(slots)
     _cpp.learn(plan, plan.neff_id, plan.duration, *how)
 
 

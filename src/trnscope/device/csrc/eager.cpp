@@ -24,12 +24,14 @@
 #include <ATen/record_function.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/DynamicCast.h>
 #include <torch/library.h>
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <pthread.h>
 #include <string>
@@ -58,6 +60,10 @@ enum class Kind : uint8_t { COLD, EMPTY, EMPTY_STRIDED, VIEW, COMPUTE, COPY };
 
 std::mutex g_ops_mu;
 std::unordered_map<c10::OperatorHandle, Kind> g_kinds;
+// the arguments an op's device kernel takes as runtime scalars (position -> the values it
+// specialises on): their values stay out of the key, as host.runtime_signature leaves them out
+using ScalarSlots = std::vector<std::pair<int, std::vector<double>>>;
+std::unordered_map<c10::OperatorHandle, std::shared_ptr<const ScalarSlots>> g_scalars;
 std::atomic<bool> g_enabled{false};  // set_eager(): the runtime executor is installed
 std::atomic<int64_t> g_hot{0}, g_cold{0};
 
@@ -86,10 +92,12 @@ Kind classify(const c10::OperatorHandle& op) {
   return Kind::COMPUTE;
 }
 
-Kind kind_of(const c10::OperatorHandle& op) {
+Kind kind_of(const c10::OperatorHandle& op, std::shared_ptr<const ScalarSlots>* scalars) {
   std::lock_guard<std::mutex> lock(g_ops_mu);
   auto it = g_kinds.find(op);
   if (it == g_kinds.end()) it = g_kinds.emplace(op, classify(op)).first;
+  auto s = g_scalars.find(op);
+  if (s != g_scalars.end()) *scalars = s->second;
   return it->second;
 }
 
@@ -100,7 +108,14 @@ Kind kind_of(const c10::OperatorHandle& op) {
 // kernel takes at run time; a new value here is one more trip through Python, never a wrong plan).
 
 enum Tag : int64_t { T_UNDEF = 1, T_CPU0, T_DEV, T_DOUBLE, T_INT, T_BOOL, T_COMPLEX, T_NONE, T_INTS, T_DOUBLES,
-                     T_BOOLS, T_TENSORS, T_STRING, T_DEVICE };
+                     T_BOOLS, T_TENSORS, T_STRING, T_DEVICE, T_RUNTIME };
+
+// scalars.special_of: the value when the kernel specialises on it (a signed zero only as itself)
+bool special(double v, const std::vector<double>& specials) {
+  for (double s : specials)
+    if (v == s && !(v == 0 && std::signbit(v) != std::signbit(s))) return true;
+  return false;
+}
 
 struct KeyBuilder {
   std::vector<int64_t> w;
@@ -148,6 +163,29 @@ struct KeyBuilder {
     for (auto s : t.sizes()) add(s);
     for (auto s : t.strides()) add(s);
     add((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0));
+  }
+
+  // an argument the kernel takes as a runtime scalar: its type, and its value only if special
+  void runtime_scalar(const c10::IValue& v, const std::vector<double>& specials) {
+    if (v.isDouble() || v.isInt()) {
+      double d = v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt());
+      if (special(d, specials)) return value(v);
+      add(v.isDouble() ? T_DOUBLE : T_INT);
+      return add(T_RUNTIME);
+    }
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      auto st = t.defined() ? t.scalar_type() : c10::ScalarType::Undefined;
+      if (t.defined() && t.device().is_cpu() && t.dim() == 0 && st != c10::kBool && !c10::isComplexType(st)) {
+        double d = c10::fetch_and_cast<double>(st, t.const_data_ptr());  // no dispatcher call
+        if (special(d, specials)) return value(v);
+        add(T_CPU0);
+        add(static_cast<int64_t>(st));
+        add(t.unsafeGetTensorImpl()->is_wrapped_number());
+        return add(T_RUNTIME);
+      }
+    }
+    value(v);
   }
 
   void value(const c10::IValue& v) {
@@ -234,6 +272,7 @@ size_t hash_words(const std::vector<int64_t>& w) {
 // the key of a kernel call that missed its plan, waiting for the Python runtime to learn() it
 struct Pending {
   bool set = false;
+  std::optional<c10::OperatorHandle> op;
   std::vector<int64_t> key;
   size_t hash = 0;
   int device = -1;
@@ -317,10 +356,13 @@ int64_t native_tid() {
 
 // The profiler's dispatch span around one device call (trnscope::dispatch#<n>, as the Python
 // span executor of profiling/capture.py opens it), when a profiling window asks for spans.
+// Inside it, RecordFunction is off for the thread, as the span executor switches it off: the ATen
+// calls the host numerics make are the emulator's, not the user's ops.
 struct Span {
   int64_t n = 0;
   std::string name;
   std::optional<at::RecordFunction> rf;
+  std::optional<at::RecordFunctionGuard> quiet;
   Span() {
     if (!rt::spans()) return;
     n = rt::next_span();
@@ -329,7 +371,9 @@ struct Span {
       name = "trnscope::dispatch#" + std::to_string(n);
       rf->before(std::string_view(name));
     }
+    quiet.emplace(false);
   }
+  ~Span() { quiet.reset(); }  // on again before the span ends
 };
 
 // --- serving ---------------------------------------------------------------------------------------
@@ -428,7 +472,8 @@ void compute(const c10::OperatorHandle& op, const Plan& plan, Stack* stack, size
   for (const auto& r : hs) stack->push_back(h.back(r));
 }
 
-bool serve_compute(const c10::OperatorHandle& op, Stack* stack, bool copy) {
+bool serve_compute(const c10::OperatorHandle& op, Stack* stack, bool copy,
+                   const std::shared_ptr<const ScalarSlots>& scalars) {
   size_t n = op.schema().arguments().size();
   auto args = torch::jit::last(stack, n);
   if (copy) {  // a copy from or to the host, or between cores, is a transfer: the Python runtime's
@@ -441,8 +486,13 @@ bool serve_compute(const c10::OperatorHandle& op, Stack* stack, bool copy) {
   kb.w.reserve(8 + 12 * n);
   kb.add(reinterpret_cast<int64_t>(&op.schema()));
   kb.add(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));
-  for (const auto& v : args) {
-    kb.value(v);
+  size_t slot = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (scalars && slot < scalars->size() && (*scalars)[slot].first == static_cast<int>(i)) {
+      kb.runtime_scalar(args[i], (*scalars)[slot++].second);
+    } else {
+      kb.value(args[i]);
+    }
     if (!kb.ok) return false;
   }
   if (kb.device < 0) return false;
@@ -453,6 +503,7 @@ bool serve_compute(const c10::OperatorHandle& op, Stack* stack, bool copy) {
   std::shared_ptr<Plan> plan = find_plan(*q, kb.w, h);
   if (!plan) {
     t_pending.set = true;
+    t_pending.op = op;
     t_pending.key = std::move(kb.w);
     t_pending.hash = h;
     t_pending.device = kb.device;
@@ -469,7 +520,8 @@ bool serve_compute(const c10::OperatorHandle& op, Stack* stack, bool copy) {
 void neuron_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
   bool outer = t_serving == 0;  // not an op the Python runtime issued while serving another
   if (outer && g_enabled.load(std::memory_order_relaxed)) {
-    Kind kind = kind_of(op);
+    std::shared_ptr<const ScalarSlots> scalars;
+    Kind kind = kind_of(op, &scalars);
     bool served = false;
     switch (kind) {
       case Kind::EMPTY:
@@ -481,7 +533,7 @@ void neuron_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* st
         break;
       case Kind::COMPUTE:
       case Kind::COPY:
-        served = serve_compute(op, stack, kind == Kind::COPY);
+        served = serve_compute(op, stack, kind == Kind::COPY, scalars);
         break;
       case Kind::COLD:
         break;
@@ -512,6 +564,14 @@ void register_kernels(const std::vector<std::string>& names) {
   for (const auto& name : names) impl->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_kernel>());
   g_libraries.push_back(std::move(fallback));
   g_libraries.push_back(std::move(impl));
+}
+
+// the runtime scalars of the op whose call waits on this thread for learn() (see g_scalars)
+void set_runtime_scalars(ScalarSlots slots) {
+  if (!t_pending.set || t_serving != 1) return;
+  auto ptr = std::make_shared<const ScalarSlots>(std::move(slots));
+  std::lock_guard<std::mutex> lock(g_ops_mu);
+  g_scalars[*t_pending.op] = std::move(ptr);
 }
 
 bool enter_serve() { return t_serving++ == 0; }

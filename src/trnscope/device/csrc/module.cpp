@@ -14,6 +14,11 @@
 namespace py = pybind11;
 
 namespace trnscope {
+namespace eager {
+// eager.cpp: the runtime scalars (argument position -> the values its kernel specialises on) of the
+// op whose call waits for learn() on this thread
+void set_runtime_scalars(std::vector<std::pair<int, std::vector<double>>> slots);
+} // namespace eager
 
 // --- the bridge ------------------------------------------------------------------------------------
 namespace bridge {
@@ -306,6 +311,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
     return eager::learn(plan.ptr(), nid, duration, out_op, overload, std::move(positions), out_args, std::move(geos));
   });
+  m.def("set_runtime_scalars", &eager::set_runtime_scalars);
   m.def("set_eager", &eager::set_enabled);
   m.def("eager", &eager::enabled);
   m.def("counters", &eager::counters);
