@@ -312,3 +312,50 @@ def test_planned_calls_never_enter_python():
     assert got["per_iteration"] >= 9, got
     assert got == {"python_calls": 0, "per_iteration": got["per_iteration"], "hot": 20 * got["per_iteration"],
                    "cold": 0}, got
+
+
+@cpp_only
+def test_the_cpp_eager_path_spends_the_host_cost_model_in_force():
+    """A model installed with set_host_costs reaches the C++ eager path (a warm op's submit)."""
+    from trnscope import runtime
+
+    a = torch.randn(16, 16).to("neuron")
+    for _ in range(3):
+        a * a  # planned: served in C++ from now on
+    rt = runtime.core(0)
+    old = runtime.set_host_costs(runtime.host_costs().scaled(3))
+    try:
+        rt.recording = True
+        rt.records.clear()
+        before = _core.CORE.counters()
+        a * a
+        assert _core.CORE.counters()[1] == before[1]  # no call entered Python
+        (rec,) = rt.records
+        assert rec.host_end_ns - rec.host_start_ns == runtime.host_costs().submit_ns == 15_000
+    finally:
+        rt.recording = False
+        rt.records.clear()
+        runtime.set_host_costs(old)
+
+
+@cpp_only
+def test_another_target_gets_fresh_queues_on_the_cpp_eager_path():
+    """After the spec in force changes, a warm call is not served on the old target's queue: the
+    core's runtime for the new spec sees it (and its plan is made anew)."""
+    from trnscope import hw, runtime
+
+    a = torch.randn(16, 16).to("neuron")
+    for _ in range(3):
+        a + a
+    old_rt = runtime.core(0)
+    saved = hw.instance._current
+    hw.set_instance("trn1")
+    try:
+        new_rt = runtime.core(0)
+        assert new_rt is not old_rt and new_rt.spec.name != old_rt.spec.name
+        dispatched = old_rt.stats()["dispatches"]
+        a + a
+        a + a
+        assert old_rt.stats()["dispatches"] == dispatched and new_rt.stats()["dispatches"] == 2
+    finally:
+        hw.instance.reset(saved)

@@ -1,15 +1,17 @@
 // The eager hot path: every op on `neuron` tensors enters here (a boxed kernel for PrivateUse1).
 //
 // A call whose signature has a dispatch plan is served without entering Python:
-//   dispatch -> cached plan -> runtime submit -> host numerics
+//   dispatch -> cached plan -> host numerics -> runtime submit
 // that is: the call's key (the op, the geometry and dtype of its tensors, the values of its other
-// arguments) finds the plan the Python runtime built for it on its first call (the NEFF's id and
-// simulated duration, and how the host computes it); the host numbers come from ATen's CPU kernel
-// on zero-copy host views of the device memory (a functional op's outputs allocated from the
-// device allocator with the remembered geometry and computed by its out= kernel, as the Python
-// path does); the emulated clock and the core's queue advance by the host-cost model exactly as
-// NeuronCoreRuntime._run does (runtime.h). Allocation (empty, empty_strided) and the view ops
-// (view, as_strided, _reshape_alias) are served here too, as host bookkeeping.
+// arguments but those its kernel takes as runtime scalars) finds the plan the Python runtime built
+// for it on its first call (the NEFF's id and simulated duration, and how the host computes it);
+// the host numbers come from ATen's CPU kernel on zero-copy host views of the device memory (a
+// functional op's outputs allocated from the device allocator with the remembered geometry and
+// computed by its out= kernel, as the Python path does); then the emulated clock and the core's
+// queue advance by the host-cost model exactly as NeuronCoreRuntime.submit_kernel does (runtime.h):
+// numbers first, so that an op that fails (out of memory) leaves no execution behind, as in Python.
+// Allocation (empty, empty_strided), the view ops (view, as_strided, _reshape_alias) and copies
+// between two tensors of one core are served here too.
 //
 // Everything else is a cold path: the call is redispatched to PrivateUse2, where the Python
 // kernels of src/trnscope/device/kernels.py are registered (lowering, simulation, the first call
@@ -104,8 +106,10 @@ Kind kind_of(const c10::OperatorHandle& op, std::shared_ptr<const ScalarSlots>* 
 // --- the call's key -------------------------------------------------------------------------------
 //
 // Everything that decides a call's plan and its outputs' geometry, as host.signature() says for the
-// Python path, but stricter: scalar values always count (the Python key leaves out the values a
-// kernel takes at run time; a new value here is one more trip through Python, never a wrong plan).
+// Python path: the values of the arguments a kernel takes as runtime scalars stay out once the
+// Python runtime has said which they are (set_runtime_scalars, with an op's first plan); until
+// then, and wherever it is stricter (wrapped-number flags), a new value costs one more trip
+// through Python, never a wrong plan.
 
 enum Tag : int64_t { T_UNDEF = 1, T_CPU0, T_DEV, T_DOUBLE, T_INT, T_BOOL, T_COMPLEX, T_NONE, T_INTS, T_DOUBLES,
                      T_BOOLS, T_TENSORS, T_STRING, T_DEVICE, T_RUNTIME };
