@@ -359,3 +359,17 @@ def test_another_target_gets_fresh_queues_on_the_cpp_eager_path():
         assert old_rt.stats()["dispatches"] == dispatched and new_rt.stats()["dispatches"] == 2
     finally:
         hw.instance.reset(saved)
+
+
+def test_a_planned_op_reads_top_to_bottom_on_the_python_path():
+    """dispatch -> cached plan -> host numerics -> runtime submit: on the Python path a warm op
+    enters the dispatch module, the runtime bridge and the runtime's executor once each, and
+    nothing below the device layer calls back up into it (benchmarks/bench_eager_path.py)."""
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_eager_path.py")],
+                         env=_env(TRNSCOPE_CPP="0"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "0 climbs back into device/" in lines[1], lines[1]
+    entered = {parts[0]: int(parts[2].rstrip("x,")) for parts in (line.split() for line in lines[2:])}
+    for module in ("device/dispatch.py", "device/runtime_bridge.py", "runtime/executor.py"):
+        assert entered[module] == 1, (module, lines)
