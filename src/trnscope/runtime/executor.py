@@ -74,7 +74,6 @@ class NeuronCoreRuntime:
         # (execution, profiler span, allocated bytes, native thread id) (see trnscope.profiling.capture)
         self.on_native_record: Callable | None = None
         self.neffs_compiled = self.neffs_loaded = 0
-        self._lock = threading.Lock()
         # dispatch plans of the device layer's fast path (see trnscope.device.runtime_bridge):
         # call signature -> what serving that call needs, per core because plans hold this
         # core's spec's Programs and timelines
@@ -116,14 +115,17 @@ class NeuronCoreRuntime:
         if self._native:
             self.queue.hooked = hook is not None
 
-    def observe(self, on_record, on_native_record=None, immediate: bool = False, sample_hbm: bool = False) -> None:
+    def observe(self, on_record, on_native_record=None, immediate: bool | None = None,
+                sample_hbm: bool = False) -> None:
         """Observe the recorded executions: ``on_record(execution)`` as each is made by Python, and
         ``on_native_record(execution, span, allocated bytes, native thread id)`` for the C++ eager
         path's, when the records are next read (``sample_hbm``: with the core's allocated bytes
         then). ``immediate``: every execution as it happens (the C++ eager path leaves this core's
-        calls to Python)."""
+        calls to Python); by default when there is an ``on_record`` but no ``on_native_record``."""
         self._on_record = on_record
         self.on_native_record = on_native_record
+        if immediate is None:
+            immediate = on_record is not None and on_native_record is None
         if self._native:
             self.queue.hooked = immediate
             self.queue.sample_hbm = sample_hbm
@@ -150,7 +152,7 @@ class NeuronCoreRuntime:
         for seq, plan, thread, host_start, host_end, start, end, wait, span, hbm, tid in self.queue.take_records():
             program = plan.program
             ex = Execution(seq, "kernel", plan.label, self.index, thread, host_start, host_end, start, end,
-                           program.neff_id, program.name, 0, queue_wait_ns=wait, timeline=plan.timeline,
+                           plan.neff_id, program.name, 0, queue_wait_ns=wait, timeline=plan.timeline,
                            program=program)
             made.append(ex)
             if hook is not None:
