@@ -48,6 +48,26 @@ def test_the_python_path_passes_the_device_tests():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
+# the device contract tests that run on the plain host executor by default (tests/device/conftest.py)
+HOST_EXECUTOR_TESTS = (
+    "tests/device/test_device_tensors.py",
+    "tests/device/test_device_memory.py",
+    "tests/device/test_device_training.py",
+    "tests/device/test_device_multicore.py",
+)
+
+
+@pytest.mark.slow
+@cpp_only
+def test_the_device_tests_pass_through_the_cpp_eager_path():
+    """The device layer's contract tests, run through the runtime's executor (and so the C++ eager
+    path, which a host executor turns off): the same results as on the host."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+                          *HOST_EXECUTOR_TESTS], cwd=REPO, env=_env(TRNSCOPE_DEVICE_TESTS_EXECUTOR="installed"),
+                         capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(_core.CORE is not None or os.environ.get(_core.ENV) == "0",
                     reason="this run is on the C++ path, or the Python path was chosen")

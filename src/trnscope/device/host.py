@@ -419,8 +419,10 @@ def eager_plan(op, args: tuple, kwargs: dict, key, outs: tuple):
             return None
         name, _, overload = out.name().partition(".")
         args = out._schema.arguments
-        return (name, overload, [i for i, a in enumerate(args) if a.is_out], len(args),
-                [(list(o.shape), list(o.stride()), o.dtype) for o in outs])
+        positions = [i for i, a in enumerate(args) if a.is_out]
+        if len(positions) != len(outs):  # an out= list (Tensor(a!)[]): one argument, many tensors
+            return None
+        return (name, overload, positions, len(args), [(list(o.shape), list(o.stride()), o.dtype) for o in outs])
     if not info.outputs_follow or key is None:
         return None
     _, _, sig_args, sig_kwargs = key
