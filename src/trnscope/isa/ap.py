@@ -95,6 +95,11 @@ class AP:
         return (AP, (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor,
                      self.pstride))
 
+    @property
+    def sid(self) -> int:
+        """The pattern's content id: equal for patterns with the same serialisation (see ``_SIDS``)."""
+        return self._sid
+
     # --- shape ------------------------------------------------------------------------------
     @property
     def free_shape(self) -> tuple[int, ...]:
