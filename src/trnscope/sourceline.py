@@ -26,6 +26,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import caches
+
 _LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?: \((?P<function>.*)\))?$")
 _LABEL = re.compile(r"^(?P<op>.+?) \((?P<line>.+?:\d+(?: \(.*\))?)\)$")
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<function>.*)$")
@@ -100,6 +102,9 @@ def display_path(path: str) -> str:
         if full.startswith(root.rstrip(os.sep) + os.sep) and len(root) > len(best):
             best = root
     return os.path.relpath(full, best).replace(os.sep, "/") if best else os.path.basename(full)
+
+
+caches.register("sourceline: display paths", display_path.cache_clear)
 
 
 def user_line(frame) -> SourceLine | None:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
+from ... import caches
+
 ENTRY = "entry"    # a page of one profile or trace: #/p/<id>/<name>/<params...>
 GLOBAL = "global"  # a page of the explorer: #/<name>/<params...> (the home page: #/)
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -92,6 +94,9 @@ def pages() -> tuple[Page, ...]:
         if sum(p.home for p in mine) != 1:
             raise ValueError(f"exactly one {scope} page must be home=True (found {[p.name for p in mine if p.home]})")
     return tuple(found)
+
+
+caches.register("explorer.pages: the pages found", pages.cache_clear)
 
 
 def manifest() -> list[dict]:
