@@ -7,8 +7,12 @@ host into device memory its cache reuses, so a large op should cost what the CPU
 the Llama step (forward, backward, AdamW) is reported against CPU. Also prints the emulated host
 time per op, which is what profiles show, next to the simulated device time.
 
-The path (the C++ core or the Python one, ``TRNSCOPE_CPP=0``) is printed first. Wall-clock
-ratios swing with machine load; run it more than once."""
+The path (the C++ core or the Python one, ``TRNSCOPE_CPP=0``) is printed first, and on the C++
+path how many of the timed calls its eager path served without entering Python. Wall-clock
+ratios swing with machine load; run it more than once (``--runs``), and compare paths by running
+it once with ``TRNSCOPE_CPP=0``.
+
+    .venv/bin/python benchmarks/bench_eager.py [--runs 3] [--no-llama]"""
 
 from __future__ import annotations
 
@@ -79,13 +83,37 @@ def llama_step_seconds(device: str, reps: int = 3) -> float:
     return best
 
 
+def _served() -> str:
+    if _core.CORE is None:
+        return ""
+    hot, cold = _core.CORE.counters()
+    return f" (C++ eager path so far: {hot} calls served in C++, {cold} entered Python)"
+
+
 def main() -> None:
+    import argparse
+    import os
     import warnings
 
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=1, help="repeat the whole table")
+    ap.add_argument("--no-llama", action="store_true")
+    args = ap.parse_args()
     warnings.simplefilter("ignore")
+    print(f"path: {'C++ core' if _core.CORE is not None else 'Python (TRNSCOPE_CPP=0 or no build)'}; "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for run in range(args.runs):
+        if args.runs > 1:
+            print(f"--- run {run + 1} of {args.runs}")
+        table()
+        if not args.no_llama:
+            llama()
+    print(f"done{_served()}")
+
+
+def table() -> None:
     torch.manual_seed(0)
     rt = runtime.core(0)
-    print(f"path: {'C++ core' if _core.CORE is not None else 'Python (TRNSCOPE_CPP=0 or no build)'}")
     print(f"{'op':5s} {'size':>6s} {'cpu':>10s} {'neuron':>10s} {'ratio':>7s} {'target':>7s}  "
           f"{'emulated host':>13s} {'device':>10s}")
     for size, shape, reps, target in (("1K", (32, 32), 200, 5.0), ("16M", (4096, 4096), 5, 1.1)):
@@ -109,6 +137,9 @@ def main() -> None:
             ratio = dev / cpu
             print(f"{name:5s} {size:>6s} {cpu * 1e6:8.1f}us {dev * 1e6:8.1f}us {ratio:6.2f}x {target:5.1f}x"
                   f"{' MISS' if ratio > target else '     '} {host:10.1f}us {device:8.1f}us")
+
+
+def llama() -> None:
     try:
         cpu, dev = llama_step_seconds("cpu"), llama_step_seconds("neuron")
     except ImportError:

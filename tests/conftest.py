@@ -55,9 +55,9 @@ def _default_instance(monkeypatch):
 
     monkeypatch.delenv("TRNSCOPE_INSTANCE", raising=False)
     saved = hw.instance._current
-    hw.instance._current = None
+    hw.instance.reset()
     yield
-    hw.instance._current = saved
+    hw.instance.reset(saved)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import torch
 
 import trnscope.device  # noqa: F401
 from trnscope.device import _core
+from trnscope.runtime import observe
 
 REPO = Path(__file__).resolve().parents[2]
 cpp_only = pytest.mark.skipif(_core.CORE is None, reason="the C++ core is not loaded (TRNSCOPE_CPP=0 or no build)")
@@ -45,6 +46,26 @@ def test_the_python_path_passes_the_device_tests():
     """This run is on the C++ path: the same tests pass with TRNSCOPE_CPP=0."""
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *BOTH_PATHS],
                          cwd=REPO, env=_env(TRNSCOPE_CPP="0"), capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+# the device contract tests that run on the plain host executor by default (tests/device/conftest.py)
+HOST_EXECUTOR_TESTS = (
+    "tests/device/test_device_tensors.py",
+    "tests/device/test_device_memory.py",
+    "tests/device/test_device_training.py",
+    "tests/device/test_device_multicore.py",
+)
+
+
+@pytest.mark.slow
+@cpp_only
+def test_the_device_tests_pass_through_the_cpp_eager_path():
+    """The device layer's contract tests, run through the runtime's executor (and so the C++ eager
+    path, which a host executor turns off): the same results as on the host."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
+                          *HOST_EXECUTOR_TESTS], cwd=REPO, env=_env(TRNSCOPE_DEVICE_TESTS_EXECUTOR="installed"),
+                         capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
@@ -163,23 +184,30 @@ _TIMELINE = textwrap.dedent("""
     for _ in range(3):
         y = torch.relu(x @ w) * 2 + 1
         y.sum().backward()
+    for _ in range(3):  # planned calls: functional, in place, several outputs, views, allocations
+        v = (x.detach() * 3).view(4, 128).t()
+        v.add_(1.5)
+        m, i = torch.max(v, dim=1)
+        e = torch.empty(16, 16, device="neuron").fill_(2.0)
+        s = torch.sum(e, 0) + m[:16]
     torch.neuron.set_device(1)
     z = torch.ones(32, device="neuron") * 3
     back = (z + w[0, :32].to("neuron:1")).cpu()
     torch.neuron.synchronize(0)
     torch.neuron.synchronize(1)
-    rows = [(r.kind, r.op, r.device, r.host_start_ns - start, r.host_end_ns - start, r.device_start_ns - start,
-             r.device_end_ns - start, r.bytes) for c in cores for r in c.records]
-    print(json.dumps({"cpp": _core.CORE is not None, "rows": rows, "end": runtime.CLOCK.now() - start}))
+    rows = [(r.seq, r.kind, r.op, r.device, r.host_start_ns - start, r.host_end_ns - start, r.device_start_ns - start,
+             r.device_end_ns - start, r.bytes, r.neff_name, r.compile_ns, r.queue_wait_ns)
+            for c in cores for r in c.records]
+    values = [s.cpu().tolist(), i.cpu().tolist(), back.tolist(), x.grad.cpu().tolist()]
+    print(json.dumps({"cpp": _core.CORE is not None, "rows": rows, "end": runtime.CLOCK.now() - start,
+                      "stats": [c.stats() for c in cores], "values": values,
+                      "counters": _core.CORE.counters() if _core.CORE is not None else None}))
 """)
 
 
-@pytest.mark.slow
-@cpp_only
-def test_both_paths_give_the_same_modelled_timeline(tmp_path):
-    """In modelled host-time mode the clock advances by the host-cost model only, so the C++ core
-    must leave every execution's host and device times exactly where the Python path puts them.
-    (Each run has a NEFF cache of its own: a kernel loaded from disk costs less than one compiled.)"""
+def _run_both(script: str, tmp_path, *args) -> dict:
+    """``script`` in a subprocess on each path (modelled host time, a NEFF cache of its own each: a
+    kernel loaded from disk costs less than one compiled); its last line of JSON per path."""
     import json
 
     runs = {}
@@ -187,9 +215,261 @@ def test_both_paths_give_the_same_modelled_timeline(tmp_path):
         cache = str(tmp_path / f"neff-{flag}")
         env = _env(TRNSCOPE_CPP=flag, TRNSCOPE_HOST_TIME="modelled", TRNSCOPE_NEFF_CACHE_DIR=cache,
                    TORCH_NEURONX_NEFF_CACHE_DIR=cache)
-        out = subprocess.run([sys.executable, "-c", _TIMELINE], env=env, capture_output=True, text=True, timeout=600)
+        out = subprocess.run([sys.executable, "-c", script, *[a.format(flag=flag) for a in args]], env=env,
+                             capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr[-3000:]
         runs[flag] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert runs["1"]["cpp"] and not runs["0"]["cpp"]
-    assert len(runs["1"]["rows"]) > 10
-    assert runs["1"]["rows"] == runs["0"]["rows"] and runs["1"]["end"] == runs["0"]["end"]
+    return runs
+
+
+@pytest.mark.slow
+@cpp_only
+def test_both_paths_give_the_same_modelled_timeline(tmp_path):
+    """In modelled host-time mode the clock advances by the host-cost model only, so the C++ core -
+    whose eager path serves every planned call, allocation and view itself - must leave every
+    execution's host and device times exactly where the Python path puts them: the same records
+    (sequence numbers, ops, NEFFs, times, queue waits), statistics, final clock and numbers."""
+    runs = _run_both(_TIMELINE, tmp_path)
+    cpp, py = runs["1"], runs["0"]
+    assert cpp["cpp"] and not py["cpp"]
+    assert len(cpp["rows"]) > 30
+    assert cpp["rows"] == py["rows"] and cpp["end"] == py["end"]
+    assert cpp["stats"] == py["stats"] and cpp["values"] == py["values"]
+    hot, cold = cpp["counters"]
+    assert hot > cold  # the planned calls were served in C++
+
+
+_PROFILE = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import torch, trnscope
+    from torch.profiler import profile, ProfilerActivity
+    from trnscope.profiling import NeuronConfig, NeuronProfiler, ProfileMode
+    x = torch.randn(64, 256).to("neuron"); w = torch.randn(256).to("neuron")
+    def step(x, w):
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+        return y.view(128, 128).t().sum(0)
+    for _ in range(2): step(x, w)
+    torch.neuron.synchronize()
+    cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=sys.argv[1])
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg) as p:
+        for _ in range(3): step(x, w)
+        torch.neuron.synchronize()
+    where = NeuronProfiler(cfg).export_trace(p)
+    trace = json.load(open(f"{where}/trace.json"))
+    rows = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "cpu_op"
+            and not e.get("name", "").startswith("PyTorch Profiler")]  # the session's real start
+    base = min(e["ts"] for e in rows)  # the emulated clock's epoch offset differs between processes
+    device = sorted((e.get("name"), round(e["ts"] - base, 3), e.get("dur"), e.get("cat"),
+                     json.dumps(e.get("args", {}), sort_keys=True)) for e in rows)
+    ops = sorted((e.key, e.count, e.cpu_time_total, e.self_device_time_total, e.device_time_total)
+                 for e in p.key_averages())
+    print(json.dumps({"device": device, "ops": ops}))
+""")
+
+
+@pytest.mark.slow
+@cpp_only
+def test_both_paths_give_the_same_profile(tmp_path):
+    """A DEVICE+RUNTIME profile of warm ops (the C++ eager path records them, its dispatch spans link
+    them to their ops): the exported device rows and the per-op CPU and device times are those
+    of the Python path."""
+    runs = _run_both(_PROFILE, tmp_path, str(tmp_path / "profile-{flag}"))
+    cpp, py = runs["1"], runs["0"]
+    assert cpp["device"] and cpp["ops"] and cpp["ops"] == py["ops"]
+    # trace times are epoch-based us with ns digits: ~16 significant digits, the last one float noise
+    assert [r[:1] + r[2:] for r in cpp["device"]] == [r[:1] + r[2:] for r in py["device"]]
+    assert all(abs(a[1] - b[1]) <= 0.002 for a, b in zip(cpp["device"], py["device"]))
+
+
+_SERVED_IN_CPP = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import torch, trnscope
+    from trnscope.device import _core
+    root = trnscope.__file__.rsplit("/", 1)[0]
+    a = torch.randn(32, 32).to("neuron"); b = torch.randn(32, 32).to("neuron")
+    def ops(i):
+        c = (a + b) * 2
+        d = torch.exp(c).sum(-1)
+        e = c.view(16, 64).t()
+        e.mul_(0.5)
+        f = torch.empty(8, device="neuron")
+        g = a * (1.0 + i / 64)  # a runtime scalar: a new value is no new plan
+        return d, e, f, g
+    for i in range(3):
+        ops(i)
+    before = _core.CORE.counters()
+    ops(3)
+    after = _core.CORE.counters()
+    per = after[0] - before[0]
+    before = after
+    entered = []
+    def prof(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            entered.append(frame.f_code.co_filename)
+    sys.setprofile(prof)
+    for i in range(20):
+        ops(4 + i)
+    sys.setprofile(None)
+    after = _core.CORE.counters()
+    print(json.dumps({"python_calls": len(entered), "per_iteration": per, "hot": after[0] - before[0],
+                      "cold": after[1] - before[1]}))
+""")
+
+
+@cpp_only
+def test_planned_calls_never_enter_python():
+    """Warm calls (functional, in place, views, allocations, a runtime scalar's new values) are
+    served by the C++ eager path: no trnscope Python function runs, and the core counts no entry
+    into Python."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _SERVED_IN_CPP], env=_env(TRNSCOPE_HOST_TIME="modelled"),
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    # add, mul, exp, sum, view, as_strided (t), mul_, empty, mul at least
+    assert got["per_iteration"] >= 9, got
+    assert got == {"python_calls": 0, "per_iteration": got["per_iteration"], "hot": 20 * got["per_iteration"],
+                   "cold": 0}, got
+
+
+@cpp_only
+def test_the_cpp_eager_path_spends_the_host_cost_model_in_force():
+    """A model installed with set_host_costs reaches the C++ eager path (a warm op's submit)."""
+    from trnscope import runtime
+
+    a = torch.randn(16, 16).to("neuron")
+    for _ in range(3):
+        a * a  # planned: served in C++ from now on
+    rt = runtime.core(0)
+    old = runtime.set_host_costs(runtime.host_costs().scaled(3))
+    try:
+        rt.recording = True
+        rt.records.clear()
+        before = _core.CORE.counters()
+        a * a
+        assert _core.CORE.counters()[1] == before[1]  # no call entered Python
+        (rec,) = rt.records
+        assert rec.host_end_ns - rec.host_start_ns == runtime.host_costs().submit_ns == 15_000
+    finally:
+        rt.recording = False
+        rt.records.clear()
+        runtime.set_host_costs(old)
+
+
+@cpp_only
+def test_another_target_gets_fresh_queues_on_the_cpp_eager_path():
+    """After the spec in force changes, a warm call is not served on the old target's queue: the
+    core's runtime for the new spec sees it (and its plan is made anew)."""
+    from trnscope import hw, runtime
+
+    a = torch.randn(16, 16).to("neuron")
+    for _ in range(3):
+        a + a
+    old_rt = runtime.core(0)
+    saved = hw.instance._current
+    hw.set_instance("trn1")
+    try:
+        new_rt = runtime.core(0)
+        assert new_rt is not old_rt and new_rt.spec.name != old_rt.spec.name
+        dispatched = old_rt.stats()["dispatches"]
+        a + a
+        a + a
+        assert old_rt.stats()["dispatches"] == dispatched and new_rt.stats()["dispatches"] == 2
+    finally:
+        hw.instance.reset(saved)
+
+
+def test_a_planned_op_reads_top_to_bottom_on_the_python_path():
+    """dispatch -> cached plan -> host numerics -> runtime submit: on the Python path a warm op
+    enters the dispatch module, the runtime bridge and the runtime's executor once each, and
+    nothing below the device layer calls back up into it (benchmarks/bench_eager_path.py)."""
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_eager_path.py")],
+                         env=_env(TRNSCOPE_CPP="0"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "0 climbs back into device/" in lines[1], lines[1]
+    entered = {parts[0]: int(parts[2].rstrip("x,")) for parts in (line.split() for line in lines[2:])}
+    for module in ("device/dispatch.py", "device/runtime_bridge.py", "runtime/executor.py"):
+        assert entered[module] == 1, (module, lines)
+
+
+class _Watcher(observe.Observer):
+    def __init__(self, deferred: bool) -> None:
+        self.deferred = self.sample_memory = deferred
+        self.events: list = []
+
+    def dispatch_begin(self) -> None:
+        self.events.append("begin")
+
+    def dispatch_end(self) -> None:
+        self.events.append("end")
+
+    def execution(self, ex) -> None:
+        self.events.append(("now", ex.seq))
+
+    def deferred_execution(self, ex, span, allocated, native_tid) -> None:
+        self.events.append(("late", ex.seq, span, allocated, native_tid))
+
+
+@cpp_only
+def test_an_observer_that_needs_every_event_takes_every_op_to_python():
+    """An observer that is not deferred (what a plain on_record hook was) gets every op's dispatch
+    events and each execution as it happens: while it watches, the C++ eager path serves nothing
+    (warm calls, allocations and views alike); once it goes, warm calls are served in C++ again."""
+    a = torch.randn(16, 16).to("neuron")
+    for _ in range(3):
+        a * a  # planned
+    watcher = _Watcher(deferred=False)
+    observe.subscribe(watcher)
+    try:
+        hot = _core.CORE.counters()[0]
+        (a * a).view(256)
+        assert _core.CORE.counters()[0] == hot
+    finally:
+        observe.unsubscribe(watcher)
+    now = [e for e in watcher.events if e[0] == "now"]
+    assert len(now) == 1 and not [e for e in watcher.events if e[0] == "late"]
+    assert watcher.events.count("begin") == watcher.events.count("end") >= 2
+    hot = _core.CORE.counters()[0]
+    a * a
+    assert _core.CORE.counters()[0] > hot
+
+
+@cpp_only
+def test_a_deferred_observer_gets_the_cpp_eager_paths_executions_late_with_their_spans():
+    """While only deferred observers watch, warm calls stay in C++ (no call enters Python), each in
+    a dispatch span of its own numbered from the one sequence; their executions reach the observer
+    when it unsubscribes, with the span, the core's allocated bytes and the thread's OS id. The
+    core, not recording, keeps none of them; a cold call still reaches the observer at once."""
+    import threading
+
+    from trnscope import runtime
+
+    a = torch.randn(16, 16).to("neuron")
+    for _ in range(3):
+        a * a
+        a + a
+    rt = runtime.core(0)
+    kept = len(rt.records)
+    watcher = _Watcher(deferred=True)
+    observe.subscribe(watcher)
+    try:
+        cold = _core.CORE.counters()[1]
+        a * a
+        a + a
+        assert _core.CORE.counters()[1] == cold  # served in C++
+        assert watcher.events == []  # kept, not handed over yet
+        a[:3] * a[:3]  # a new signature: the Python path, its events as they happen
+    finally:
+        observe.unsubscribe(watcher)
+    late = [e for e in watcher.events if e[0] == "late"]
+    assert len(late) == 2 and late[0][1] < late[1][1]
+    spans = [e[2] for e in late]
+    assert 0 < spans[0] < spans[1] < observe.next_span()
+    # the operand and the result live at the submit
+    assert all(e[3] >= 2 * a.nbytes and e[4] == threading.get_native_id() for e in late)
+    assert [e for e in watcher.events if e[0] == "now"] and "begin" in watcher.events
+    assert len(rt.records) == kept

@@ -8,18 +8,19 @@ import torch
 import torch.nn.functional as F
 
 import trnscope.device  # noqa: F401
-from trnscope.device import dispatch, kernels
+from trnscope.device import _core, dispatch, kernels
 from trnscope.device.dispatch import DispatchedOp, OpKind
 
 pytestmark = pytest.mark.usefixtures("host_executor")
 
 KERNELS_FILE = "trnscope/device/kernels.py"
+CPP_KERNEL_FILE = "trnscope/device/csrc/eager.cpp"  # the C++ core's kernel, which calls execute on a cold call
 DEVICE_PACKAGE = "trnscope/device/"  # other device modules register ops that call execute too
 
 
-def _privateuse1_entry(name: str) -> str:
+def _privateuse1_entry(name: str, key: str = "PrivateUse1") -> str:
     for line in torch._C._dispatch_dump_table(name).splitlines():
-        if line.startswith("PrivateUse1:"):
+        if line.startswith(f"{key}:"):
             return line
     return ""
 
@@ -31,6 +32,9 @@ def test_every_op_reaches_the_entry_point_or_decomposes():
     for name in torch._C._dispatch_get_all_op_names():
         line = _privateuse1_entry(name)
         if line.endswith("[backend fallback]"):
+            if _core.CORE is not None:  # the C++ kernel, which sends a cold call to the Python ones
+                assert CPP_KERNEL_FILE in line, line
+                line = _privateuse1_entry(name, kernels.COLD_KEY)
             assert KERNELS_FILE in line, line
             kinds["fallback"] += 1
         elif line.endswith("[math kernel]") or line.endswith("[default backend kernel]"):

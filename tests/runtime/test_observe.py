@@ -99,3 +99,41 @@ def test_an_observer_added_twice_is_delivered_once_and_removal_is_idempotent():
     observe.unsubscribe(obs)
     observe.unsubscribe(obs)
     assert observe.observers == ()
+
+
+def test_the_observers_declare_what_the_cpp_eager_path_may_do():
+    """A plain observer needs every event as it happens (``immediate``: the C++ eager path leaves
+    every op to Python); while every observer is ``deferred`` that path may serve ops and hand their
+    executions over late. What was kept is handed over before each change of the observers (so an
+    observer gets exactly what was made while it watched), and the listeners hear of it after."""
+    plain, late = Log(), Log()
+    late.deferred = late.sample_memory = True
+    seen = []
+
+    def backlog():
+        seen.append(("flush", observe.observers))
+
+    def listener():
+        seen.append(("changed", observe.immediate, observe.deferred, observe.sample_memory))
+
+    saved = (list(observe._backlogs), list(observe._listeners))  # the runtime's and the device's stay
+    observe.add_backlog(backlog)
+    observe.on_change(listener)
+    try:
+        observe.subscribe(late)
+        observe.subscribe(plain)
+        observe.unsubscribe(plain)
+        observe.unsubscribe(late)
+    finally:
+        observe._backlogs[:], observe._listeners[:] = saved
+    assert seen == [("flush", ()), ("changed", False, True, True),
+                    ("flush", (late,)), ("changed", True, False, False),
+                    ("flush", (late, plain)), ("changed", False, True, True),
+                    ("flush", (late,)), ("changed", False, False, False)]
+    assert observe.observers == () and not observe.immediate and not observe.deferred
+
+
+def test_spans_are_numbered_from_one_sequence():
+    """Dispatch spans are numbered by ``observe.next_span`` on both paths: each number once."""
+    numbers = [observe.next_span() for _ in range(5)]
+    assert numbers == sorted(set(numbers)) and numbers[0] > 0

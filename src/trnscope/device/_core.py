@@ -33,7 +33,7 @@ from pathlib import Path
 ENV = "TRNSCOPE_CPP"
 BUILD_DIR_ENV = "TRNSCOPE_CPP_BUILD_DIR"
 NAME = "trnscope_neuron_core"
-SOURCES = ("module.cpp", "guard.cpp", "allocator.cpp", "hooks.cpp")
+SOURCES = ("module.cpp", "guard.cpp", "allocator.cpp", "hooks.cpp", "runtime.cpp", "eager.cpp")
 CSRC = Path(__file__).with_name("csrc")
 
 
@@ -180,11 +180,14 @@ class _Bridge:
 
 
 def install() -> None:
-    """Register the guard, allocator, hooks and pinned allocator for PrivateUse1 (once)."""
+    """Register the guard, allocator, hooks and pinned allocator for PrivateUse1 (once), and keep the
+    runtime's clock and queues in the core (its eager path advances them)."""
+    from .. import runtime
     from . import memory
 
     CORE.install(_Bridge())
     CORE.set_pool_limits(memory.POOL_BYTES, memory.POOL_FLOOR)
+    runtime.use_native(CORE)
 
 
 

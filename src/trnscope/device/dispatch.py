@@ -30,7 +30,9 @@ from typing import Any, Callable, Iterator, Protocol
 import torch
 
 from .. import caches
+from ..runtime import observe
 from . import host
+from ._core import CORE as _cpp
 
 __all__ = [
     "OpKind", "DispatchedOp", "Executor", "HostExecutor", "execute", "classify", "set_executor",
@@ -134,7 +136,8 @@ _recorders_lock = threading.Lock()
 
 
 def execute(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
-    """Run one ATen op on ``neuron`` tensors: the single entry point of the device."""
+    """Run one ATen op on ``neuron`` tensors: the single entry point of the device (on the C++
+    path, of every call the C++ eager path does not serve itself)."""
     call = DispatchedOp(op, args, kwargs, classify(op))
     if _recorders:
         for rec in tuple(_recorders):
@@ -142,11 +145,25 @@ def execute(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> Any:
     return _executor.execute(call)
 
 
+def _native_eager() -> None:
+    """The C++ eager path serves calls for the runtime's executor only (an executor that says it
+    is served natively), and only while nobody records the calls that reach :func:`execute` and no
+    observer of the runtime needs each event as it happens (:data:`trnscope.runtime.observe.immediate`)."""
+    if _cpp is not None:
+        with _eager_lock:  # the last to decide sees every change made before it
+            _cpp.set_eager(bool(getattr(_executor, "native", False)) and not _recorders and not observe.immediate)
+
+
+_eager_lock = threading.Lock()
+observe.on_change(_native_eager)
+
+
 def set_executor(executor: Executor | None) -> Executor:
     """Install ``executor`` (``None``: the default host executor). Returns the previous one."""
     global _executor
     old = _executor
     _executor = executor if executor is not None else HostExecutor()
+    _native_eager()
     return old
 
 
@@ -164,8 +181,10 @@ def recording() -> Iterator[list[DispatchedOp]]:
     calls: list[DispatchedOp] = []
     with _recorders_lock:
         _recorders.append(calls.append)
+        _native_eager()
     try:
         yield calls
     finally:
         with _recorders_lock:
             _recorders.remove(calls.append)
+            _native_eager()

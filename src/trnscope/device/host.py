@@ -405,6 +405,46 @@ def outputs_follow(op) -> bool:
     return _info(op).outputs_follow
 
 
+def eager_plan(op, args: tuple, kwargs: dict, key, outs: tuple):
+    """How the C++ eager path computes a planned call of ``op`` (its :func:`signature` ``key``, taken
+    before the call) whose outputs were ``outs``: (out= overload name, its overload name, the out
+    arguments' positions, its argument count, [(sizes, strides, dtype)] of the outputs) for a
+    functional op (outputs from the device allocator, numbers from the out= kernel, as
+    :func:`_compute_functional` does); empty for an op whose results are its arguments (in-place,
+    out=) when the kernel left their geometry as it was; None otherwise (fresh tensors of the
+    kernel's own making, outputs the kernel had to resize: the Python host serves those)."""
+    info = _info(op)
+    if op is _aten._copy_from.default:  # between two tensors of one core: a copy of host views
+        return ("aten::_copy_from", "", [], 0, [])
+    out = info.out_variant
+    if out is not None:
+        if not outs or not all(isinstance(o, torch.Tensor) and _is_neuron(o) for o in outs):
+            return None
+        name, _, overload = out.name().partition(".")
+        args = out._schema.arguments
+        positions = [i for i, a in enumerate(args) if a.is_out]
+        if len(positions) != len(outs):  # an out= list (Tensor(a!)[]): one argument, many tensors
+            return None
+        return (name, overload, positions, len(args), [(list(o.shape), list(o.stride()), o.dtype) for o in outs])
+    if not info.outputs_follow or key is None:
+        return None
+    _, _, sig_args, sig_kwargs = key
+    before = dict(sig_kwargs)
+    for k in info.written:
+        v = (args[k] if k < len(args) else None) if type(k) is int else kwargs.get(k)
+        if isinstance(v, torch.Tensor) and (before.get(k) if type(k) is str else sig_args[k]) != arg_signature(v):
+            return None
+    return ("", "", [], 0, [])
+
+
+def runtime_scalar_slots(op) -> list[tuple[int, list[float]]]:
+    """[(argument position, the values its kernel specialises on)] of the arguments ``op``'s device
+    kernel takes as runtime scalars (what :func:`signature` keys by type only), for the C++ eager
+    path's key."""
+    by_pos, _ = _info(op).runtime_scalars
+    return sorted((i, [float(s) for s in specials if type(s) in (int, float)]) for i, specials in by_pos.items())
+
+
 def _remember_geometry(key, result) -> None:
     if type(result) is tuple:
         outs = result

@@ -22,6 +22,11 @@ one call of ``execute`` per op, whose host side allocates the output from device
 the ``out=`` kernel (:mod:`.host`), as the composite would have. In-place variants keep the
 composite, which is already a single ``out=`` call.
 
+With the C++ core these Python kernels are registered for PrivateUse2 instead, and the C++ core's
+kernel takes PrivateUse1 (device/csrc/eager.cpp): it serves a call with a dispatch plan, an
+allocation or a view itself, and redispatches every other call to PrivateUse2, where these
+kernels take it as they would on the Python path.
+
 Two registrations do not call ``execute`` themselves: ``_to_copy`` on PrivateUse1 is a Python
 copy of ATen's composite (which would ask for pinned memory), so its pieces reach ``execute``;
 and ``_copy_from`` is also taken on the Conjugate/Negative keys, where it does call ``execute``.
@@ -36,6 +41,7 @@ import torch
 from . import _core, dispatch, host, memory
 
 KEY = "PrivateUse1"
+COLD_KEY = "PrivateUse2"  # the Python kernels' key on the C++ path (the C++ kernel redispatches to it)
 
 _fallback_lib: torch.library.Library | None = None
 _impl_lib: torch.library.Library | None = None
@@ -99,11 +105,17 @@ def register() -> None:
     global _fallback_lib, _impl_lib
     if _fallback_lib is not None:
         return
+    cpp = _core.CORE
+    key = KEY if cpp is None else COLD_KEY
     fb = torch.library.Library("_", "IMPL")
-    fb.fallback(_fallback, KEY)
+    fb.fallback(_fallback, key)
     impl = torch.library.Library("aten", "IMPL")
-    for op in dict.fromkeys(list(host.SPECIAL) + host_backed_composites() + functional_structured()):
-        impl.impl(op.name()[len("aten::"):], _forward(op), KEY)
+    names = [op.name()[len("aten::"):] for op in
+             dict.fromkeys(list(host.SPECIAL) + host_backed_composites() + functional_structured())]
+    for name in names:
+        impl.impl(name, _forward(_overload("aten::" + name)), key)
+    if cpp is not None:
+        cpp.register_kernels(names)
     # ATen's conjugate/negative fallbacks would materialise a lazily conjugated source before
     # _copy_from, by a clone that copies through _copy_from again: endless recursion. The host
     # copy handles the bits itself (host views carry them), so take these copies as they are.

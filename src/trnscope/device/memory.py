@@ -225,6 +225,8 @@ def set_capacity(nbytes: int | None) -> int | None:
     global _capacity_override
     old = _capacity_override
     _capacity_override = None if nbytes is None else int(nbytes)
+    if _cpp is not None:  # the C++ eager path allocates too
+        _cpp.set_capacity_override(-1 if nbytes is None else int(nbytes))
     return old
 
 

@@ -23,6 +23,7 @@ from ..compiler.opcall import UnsupportedDtype, from_aten, functional_name
 from ..frames import user_frame
 from ..runtime import observe
 from . import host, memory
+from ._core import CORE as _cpp
 from .dispatch import DispatchedOp, OpKind
 
 FALLBACK_ENV = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
@@ -106,13 +107,16 @@ def _plan_key(call: DispatchedOp, outs: tuple):
 class _Plan:
     """How to serve one call signature: a kernel (``program`` + ``timeline``) or a fallback."""
 
-    __slots__ = ("label", "program", "timeline", "reason")
+    __slots__ = ("label", "program", "timeline", "reason", "neff_id", "duration")
 
     def __init__(self, label: str, program=None, timeline=None, reason: str = "") -> None:
         self.label = label
         self.program = program
         self.timeline = timeline
         self.reason = reason
+        # what a repeat call submits: the NEFF's id and its simulated duration in whole ns
+        self.neff_id = program.neff_id if program is not None else 0
+        self.duration = int(round(timeline.total_ns)) if timeline is not None else 0
 
 
 def _remember(core: runtime.NeuronCoreRuntime, key, plan: _Plan) -> None:
@@ -152,6 +156,10 @@ class HostFallback:
 
 
 class RuntimeExecutor:
+    # on the C++ path, a planned call, an allocation or a view never reaches this executor: the C++
+    # eager path serves it with the same arithmetic (device/csrc/eager.cpp); see dispatch.set_executor
+    native = _cpp is not None
+
     def __init__(self) -> None:
         self._warned: set[str] = set()
         self._lock = threading.Lock()
@@ -195,6 +203,11 @@ class RuntimeExecutor:
         """The emulator-work part of :meth:`execute`; the caller holds ``runtime.CLOCK``'s
         emulation cut. Returns the op's result, or a :class:`HostFallback` for an op with no
         kernel, which the caller runs outside the cut."""
+        if _cpp is not None:  # the depth is the C++ eager path's, which serves outer calls only
+            try:
+                return self._serve(call, _cpp.enter_serve())
+            finally:
+                _cpp.exit_serve()
         depth = self._depth
         outer = not getattr(depth, "n", 0)
         if not outer:  # an op the emulator's own implementation of another op issued: no host cost
@@ -208,12 +221,23 @@ class RuntimeExecutor:
     def _serve(self, call: DispatchedOp, charged: bool) -> Any:
         kind = call.kind
         clock = runtime.CLOCK
-        if charged and clock.mode == runtime.MODELLED:  # PyTorch's side of the op (measured in real mode)
+        if charged and clock.modelled:  # PyTorch's side of the op (measured in real mode)
             clock.advance(runtime.host_costs().framework_op_ns)
         if kind is OpKind.COMPUTE:
+            # dispatch -> cached plan -> host numerics -> runtime submit, each entered once (an op
+            # whose outputs follow its signature has its plan under the signature itself)
+            core = runtime.core(_device_index(call))
+            key = call.sig = host.signature(call.op, call.args, call.kwargs)
+            plan = core.plans.get(key) if key is not None else None
+            if plan is not None and plan.program is not None:
+                result = host.run(call.op, call.args, call.kwargs, key)
+                core.submit_kernel(plan.program, plan.label, plan.timeline, plan.neff_id, plan.duration)
+                if _cpp is not None:
+                    _teach(call, plan, _outputs(call, result))
+                return result
             name = _functional_name(call.op)
             if has_lowering(name):
-                return self._kernel_cut(call, runtime.core(_device_index(call)), name)
+                return self._kernel_cut(call, core, name)
         elif kind is OpKind.COPY:
             return self._copy(call, runtime.core(_device_index(call)))
         elif kind is OpKind.READ_SCALAR:
@@ -225,12 +249,13 @@ class RuntimeExecutor:
                 costs = runtime.host_costs()
                 clock.advance(costs.alloc_ns if kind is OpKind.ALLOC else costs.view_ns)
             return call.run_on_host()
-        return HostFallback(self, call, runtime.core(_device_index(call)), name)
+        return HostFallback(self, call, core, name)
 
     def _kernel_cut(self, call: DispatchedOp, core: runtime.NeuronCoreRuntime, name: str) -> Any:
         # numbers first (on host views), then the kernel for the actual outputs: emulator work
         # (the caller holds the emulation cut)
-        call.sig = host.signature(call.op, call.args, call.kwargs)
+        if call.sig is None:
+            call.sig = host.signature(call.op, call.args, call.kwargs)
         result = call.run_on_host()
         outs = _outputs(call, result)
         key = _plan_key(call, outs)
@@ -239,10 +264,14 @@ class RuntimeExecutor:
             plan = self._plan(call, core, name, outs, result)
             if plan is not None and key is not None:  # a kernel error is reported, not remembered
                 _remember(core, key, plan)
+                if _cpp is not None and plan.program is not None:
+                    _teach(call, plan, outs)
             return result
         if plan.program is None:
             return self._fallback(call, core, name, plan.reason, result)
-        core.execute_program(plan.program, plan.label, timeline=plan.timeline)
+        core.submit_kernel(plan.program, plan.label, plan.timeline, plan.neff_id, plan.duration)
+        if _cpp is not None:
+            _teach(call, plan, outs)
         return result
 
     def _plan(self, call: DispatchedOp, core: runtime.NeuronCoreRuntime, name: str, outs: tuple,
@@ -329,6 +358,19 @@ class RuntimeExecutor:
 
     def synchronize(self, device: int) -> None:
         runtime.core(device).synchronize()
+
+
+def _teach(call: DispatchedOp, plan: _Plan, outs: tuple) -> None:
+    """Hand ``plan`` to the C++ eager path for the call it is waiting on (if any), with how the host
+    computes the op: a functional op's outputs (geometry) by its out= overload, else the results
+    are the call's arguments."""
+    how = host.eager_plan(call.op, call.args, call.kwargs, call.sig, outs)
+    if how is None:  # fresh results of the op's own making: the Python host serves every call
+        return
+    slots = host.runtime_scalar_slots(call.op)
+    if slots:  # their values stay out of the C++ key too (from the op's next call on)
+        _cpp.set_runtime_scalars(slots)
+    _cpp.learn(plan, plan.neff_id, plan.duration, *how)
 
 
 def _outputs(call: DispatchedOp, result) -> tuple:

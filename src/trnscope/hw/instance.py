@@ -43,11 +43,30 @@ def get_spec() -> HardwareSpec:
 def set_instance(name: str | HardwareSpec, lnc: int | None = None) -> HardwareSpec:
     """Emulate another target from now on. A name gives its logical core at LNC ``lnc`` (None:
     ``$NEURON_LOGICAL_NC_CONFIG``, else the target's default); a spec is taken as it is. Returns the spec."""
-    global _current
     if isinstance(name, HardwareSpec) and lnc is None:
-        _current = name
+        spec = name
     else:
         from .lnc import logical_spec
 
-        _current = logical_spec(name, lnc)
-    return _current
+        spec = logical_spec(name, lnc)
+    reset(spec)
+    return spec
+
+
+def reset(spec: HardwareSpec | None = None) -> HardwareSpec | None:
+    """Make ``spec`` the one in force (None: the environment's default again, made at the next
+    :func:`get_spec`); tells every :func:`on_change` listener. Returns ``spec``."""
+    global _current
+    _current = spec
+    for listener in _listeners:
+        listener()
+    return spec
+
+
+_listeners: list = []
+
+
+def on_change(listener) -> None:
+    """Call ``listener()`` whenever the spec in force is replaced (the runtime's C++ queues are per spec)."""
+    if listener not in _listeners:
+        _listeners.append(listener)

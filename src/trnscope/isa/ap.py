@@ -77,12 +77,6 @@ class AP:
     # and a pattern is immutable, so the same arguments can return the same object
     _derived: dict | None = field(default=None, init=False, repr=False, compare=False)
 
-    @property
-    def content_id(self) -> int:
-        """An int shared by every pattern with the same serialisation in this process (a dictionary
-        key cheaper than the pattern itself, for exporters that describe each pattern once)."""
-        return self._sid
-
     # Patterns are hashed and compared on hot paths (cost memo keys): both work on one cached tuple.
     def __post_init__(self) -> None:
         _finish(self, (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor,
@@ -100,6 +94,11 @@ class AP:
         # of this process) must never travel to another process or be copied verbatim
         return (AP, (self.space, self.dtype, self.partitions, self.dims, self.start, self.offset, self.tensor,
                      self.pstride))
+
+    @property
+    def sid(self) -> int:
+        """The pattern's content id: equal for patterns with the same serialisation (see ``_SIDS``)."""
+        return self._sid
 
     # --- shape ------------------------------------------------------------------------------
     @property

@@ -12,6 +12,9 @@ directly) funnel every window through one ``torch.autograd.profiler.profile`` ob
   every device op becomes a numbered ``trnscope::dispatch#<n>`` span, each execution of the
   selected NeuronCores is captured with the span it was made in (or, made outside any span,
   leaves a ``trnscope::exec#<seq>`` marker), and host samplers start for CPU_UTIL / HOST_MEMORY.
+  The window is a deferred observer unless it needs each execution as it happens (with_stack's
+  source lines, the host samplers' ticks): the device's C++ eager path then goes on serving warm
+  ops, opens their spans itself and hands their executions over later (at the close at the latest).
 * ``profile.__exit__()``: the window closes *before* torch's own processing (which synchronises
   the device): executions whose device end lies after the close are in flight and are dropped,
   as the real runtime profiler only sees completed work (warned once per NeuronConfig). The
@@ -57,7 +60,6 @@ class NeuronProfilerWarning(UserWarning):
 
 
 _window_ids = itertools.count(1)
-_span_ids = itertools.count(1)  # next() is atomic under the GIL: unique across threads
 _active: "Window | None" = None
 _active_lock = threading.Lock()
 
@@ -124,6 +126,11 @@ class Window(observe.Observer):
     profiler's overhead on small ops. Ops nested in a span (RecordFunction already off) open none.
     The runtime delivers its events inside its emulation cut, so the span's edges and the
     recording are emulator work, never the op's CPU time in the profile.
+
+    The window is a deferred observer (:attr:`deferred`) unless it records source lines or samples
+    the host: the device's C++ eager path then opens the same numbered span itself for each warm op
+    it serves and hands its executions over through :meth:`deferred_execution`, at the close at the
+    latest; the close orders every execution (and HBM sample) by its sequence number.
     """
 
     def __init__(self, prof, cfg: NeuronConfig) -> None:
@@ -144,7 +151,8 @@ class Window(observe.Observer):
         self.captured: list = []        # Execution records, in order of recording
         self.records: list = []         # completed by the close (what the profile shows)
         self.missing: list = []         # still in flight at the close (dropped)
-        self.hbm: list[tuple[int, int, int]] = []   # (emulated ns, nc, allocated bytes)
+        self.hbm: list[tuple[int, int, int]] = []   # (emulated ns, nc, allocated bytes), made at the close
+        self._hbm: list[tuple[int, tuple[int, int, int]]] = []  # (execution seq, sample), in order of arrival
         self.sample_hbm = cfg.has(ProfileMode.RUNTIME)
         self.native_tid: dict[int, int] = {}        # threading.get_ident() -> OS thread id
         self.span_of: dict[int, int] = {}           # execution seq -> number of its dispatch span
@@ -153,6 +161,12 @@ class Window(observe.Observer):
         self.with_stack = bool(getattr(prof, "with_stack", False))
         self.source_of: dict[int, str] = {}
         self.backward_of: dict[int, str] = {}  # seq -> the line that called backward() (autograd's thread)
+        sampled = cfg.has(ProfileMode.CPU_UTIL) or cfg.has(ProfileMode.HOST_MEMORY)
+        # what the C++ eager path hands over late lacks the user's Python frame (with_stack) and
+        # the moment of the execution (the samplers tick on it): those windows take every op on the
+        # Python path
+        self.deferred = not self.with_stack and not sampled
+        self.sample_memory = self.sample_hbm
         self.hook_errors: list[str] = []
         self.ended_on_exception: str | None = None  # "KeyError: 'x'" when the user's block raised
         self.sampler: HostSampler | None = None
@@ -185,7 +199,7 @@ class Window(observe.Observer):
         if depth:  # nested: RecordFunction is off, the outer span covers it
             tls.depth = depth + 1
             return
-        n = next(_span_ids)
+        n = observe.next_span()
         span = _RF(f"{SPAN_PREFIX}{n}")
         span.__enter__()
         tls.span, tls.rf, tls.depth = n, span, 1
@@ -224,10 +238,26 @@ class Window(observe.Observer):
                 with _RF(f"{MARKER_PREFIX}{ex.seq}"):
                     pass
             if self.sample_hbm:
-                self.hbm.append((ex.host_end_ns, ex.device, _memory_allocated(ex.device)))
+                self._hbm.append((ex.seq, (ex.host_end_ns, ex.device, _memory_allocated(ex.device))))
             if self.sampler is not None:
                 self.sampler.tick(ex.host_end_ns)
         except Exception as exc:  # never break the user's op
+            if len(self.hook_errors) < 5:
+                self.hook_errors.append(repr(exc))
+
+    def deferred_execution(self, ex, span: int, allocated: int, native_tid: int) -> None:
+        """An execution of the C++ eager path, handed over late with what :meth:`execution` finds out
+        on the dispatching thread: its dispatch span, the allocated bytes and the thread's OS id."""
+        if ex.device not in self._selected:
+            return
+        try:
+            self.captured.append(ex)
+            self.native_tid.setdefault(ex.thread, native_tid)
+            if span:
+                self.span_of[ex.seq] = span
+            if self.sample_hbm:
+                self._hbm.append((ex.seq, (ex.host_end_ns, ex.device, allocated)))
+        except Exception as exc:  # never break the user's op (nor the delivery to other observers)
             if len(self.hook_errors) < 5:
                 self.hook_errors.append(repr(exc))
 
@@ -288,8 +318,12 @@ class Window(observe.Observer):
         if self.clock.mode != self.host_time:
             self.host_time = "mixed"
         if self._subscribed:
-            observe.unsubscribe(self)
+            observe.unsubscribe(self)  # hands over what the C++ eager path kept for the window first
             self._subscribed = False
+        # the C++ eager path's executions arrive after the Python path's later ones: in sequence order
+        self.captured.sort(key=lambda r: r.seq)
+        self._hbm.sort(key=lambda e: e[0])
+        self.hbm = [sample for _, sample in self._hbm]
         if self.sampler is not None:
             self.sampler.stop()
         close = self.close_em

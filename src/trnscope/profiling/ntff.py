@@ -208,11 +208,11 @@ class _ShapePatterns:
             for k, ap in enumerate(getter(rep)):
                 if type(ap) is not AP:
                     continue  # an immediate operand, or an absent optional one
-                known = seen.get(ap.content_id)
+                known = seen.get(ap.sid)
                 if known is None:
                     access = ((0 if ap.space.value == "sbuf" else 1, ap.offset, ap.offset + ap.extent_bytes(),
                                ap.start + ap.partitions) if ap.on_chip else None)
-                    known = seen[ap.content_id] = (ap.describe(), access)
+                    known = seen[ap.sid] = (ap.describe(), access)
                 words.append(known[0])
                 if known[1] is not None:
                     flat.append((*known[1], int(k >= reads)))

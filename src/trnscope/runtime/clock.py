@@ -28,6 +28,10 @@ stay exact, a long unprofiled loop keeps constant memory.
 
 The clock is one for the whole process: emulator work on any thread stops emulated time for all
 of them (the GIL serialises Python anyway), and every thread's modelled costs add up on it.
+
+With the device's C++ core, the clock is :class:`NativeClock`: the same clock (same state, same
+arithmetic, device/csrc/runtime.cpp) kept in C++, so that the C++ eager path advances the very
+clock Python reads. :class:`EmulatedClock` is the specification and the Python path's clock.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class EmulatedClock:
             raise ValueError(f"unknown host-time mode {mode!r}: use one of {MODES}")
         self._lock = threading.RLock()
         self._mode = mode
+        self.modelled = mode == MODELLED  # read on every op: a plain attribute
         self._real: list[int] = [time.perf_counter_ns()]
         self._emu: list[int] = [0]
         self._rate: list[int] = [1 if mode == REAL else 0]
@@ -96,6 +101,7 @@ class EmulatedClock:
                 real = time.perf_counter_ns()
                 emu = self._at(real)
                 self._mode = mode
+                self.modelled = mode == MODELLED
                 self._append(real, emu, self._running(), self._holds > 0)
             return old
 
@@ -199,6 +205,68 @@ class EmulatedClock:
     @property
     def segments(self) -> int:
         return len(self._real)
+
+    @property
+    def cutting(self) -> bool:
+        """True inside emulator work (a cut in progress on any thread)."""
+        return self._cut_depth > 0
+
+
+class NativeClock:
+    """:class:`EmulatedClock`'s interface over the C++ core's clock (``native``: the core's module),
+    created by :func:`trnscope.runtime.use_native`. Its methods are the C++ ones, bound once."""
+
+    def __init__(self, native, mode: str = REAL, start_ns: int = 0) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown host-time mode {mode!r}: use one of {MODES}")
+        self.native = clock = native.Clock(MODES.index(mode), int(start_ns))
+        self.modelled = mode == MODELLED
+        self._cut = clock.cut()
+        self.now = clock.now
+        self.advance = clock.advance
+        self.wait_until = clock.wait_until
+        self.to_emulated = clock.to_emulated
+        self.in_cut = clock.in_cut
+        self.hold = clock.hold
+        self.release = clock.release
+
+    @property
+    def mode(self) -> str:
+        return MODES[self.native.mode]
+
+    def set_mode(self, mode: str) -> str:
+        if mode not in MODES:
+            raise ValueError(f"unknown host-time mode {mode!r}: use 'real' or 'modelled'")
+        old = MODES[self.native.set_mode(MODES.index(mode))]
+        self.modelled = mode == MODELLED
+        return old
+
+    def emulation(self):
+        return self._cut
+
+    @property
+    def held(self) -> bool:
+        return self.native.held
+
+    @property
+    def cutting(self) -> bool:
+        return self.native.cut_depth > 0
+
+    @property
+    def waited_ns(self) -> int:
+        return self.native.waited_ns
+
+    @property
+    def segments(self) -> int:
+        return self.native.segments
+
+    @property
+    def cuts(self) -> list[tuple[int, int]]:
+        return self.native.cuts()
+
+    @property
+    def waits(self) -> list[tuple[int, int]]:
+        return self.native.waits()
 
 
 class _Cut:

@@ -13,22 +13,19 @@ max(submit + launch latency, device free, the stream's waits) and runs for its s
 
 from __future__ import annotations
 
-import itertools
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..compiler import NoLowering, OpCall
 from ..hw import HardwareSpec, get_spec
 from ..isa import Program
-from . import neff_cache, observe
-from .clock import REAL, EmulatedClock
+from . import neff_cache, observe, queue
+from .clock import REAL, EmulatedClock, NativeClock
 from .hostcost import host_costs
 
 if TYPE_CHECKING:  # the simulator (numba) is imported by the first kernel that needs a timeline
     from ..sim import DeviceTimeline
-
-_seq = itertools.count(1)
 
 
 @dataclass
@@ -53,33 +50,115 @@ class Execution:
 
 
 class NeuronCoreRuntime:
-    def __init__(self, index: int, clock: EmulatedClock, spec: HardwareSpec | None = None):
+    """``queue``: the core's execution queue (:class:`.queue.KernelQueue`, or the C++ core's twin
+    that :func:`trnscope.runtime.core` gives on the C++ path, where the C++ eager path submits to it
+    too and keeps the records of its executions until they are delivered, :meth:`deliver`)."""
+
+    def __init__(self, index: int, clock: EmulatedClock | NativeClock, spec: HardwareSpec | None = None,
+                 queue_: Any = None):
         self.index = index
         self.clock = clock
         self.spec = spec or get_spec()
-        self.device_free_ns = 0
+        self._launch_ns = int(self.spec.neff_launch_latency_ns)
+        self.queue = queue_ if queue_ is not None else queue.KernelQueue(index, self._launch_ns)
+        self._native = queue_ is not None
+        self._cpp_queue = queue_  # the C++ twin's own API (its eager path's records and plans), or None
+        self._submit_clock = getattr(clock, "native", clock)
+        self._next_seq = queue.next_seq
         # device ns at which the collective engines' last queued collective ends: they run
         # beside the compute queue (trnscope.distributed), and a synchronize waits for both
         self.cc_free_ns = 0
-        # every Execution of this core while ``recording`` is on (observers, :mod:`.observe`, get
-        # each one as it is made whether or not the core keeps them)
-        self.records: list[Execution] = []
-        self.recording = False
-        self.clear_stats()
-        self._lock = threading.Lock()
-        self._known: set[int] = set()
-        self._launch_ns = int(self.spec.neff_launch_latency_ns)
-        # streams of this NeuronCore (0: the default stream). The core runs one NEFF at a time, in
-        # submission order, whatever the stream: a stream is an ordering constraint on top of that
-        # queue. stream_end: device ns at which the stream's last submitted work ends;
-        # stream_ready: device ns before which its next work may not start (Stream.wait_event).
-        self.current_stream = 0
-        self.stream_end: dict[int, int] = {}
-        self.stream_ready: dict[int, int] = {}
+        # the executions of this core while ``recording`` is on (observers, :mod:`.observe`, get each
+        # one whether or not the core keeps them)
+        self._records: list[Execution] = []
+        self._recording = False
+        self.neffs_compiled = self.neffs_loaded = 0
+        self.sync_queue()
         # dispatch plans of the device layer's fast path (see trnscope.device.runtime_bridge):
         # call signature -> what serving that call needs, per core because plans hold this
         # core's spec's Programs and timelines
         self.plans: dict = {}
+
+    # --- the queue's state ----------------------------------------------------------------------
+    @property
+    def device_free_ns(self) -> int:
+        return self.queue.device_free_ns
+
+    @device_free_ns.setter
+    def device_free_ns(self, value: int) -> None:
+        self.queue.device_free_ns = value
+
+    @property
+    def current_stream(self) -> int:
+        return self.queue.current_stream
+
+    @current_stream.setter
+    def current_stream(self, value: int) -> None:
+        self.queue.current_stream = value
+
+    @property
+    def recording(self) -> bool:
+        """Whether this core keeps its executions in :attr:`records`."""
+        return self._recording
+
+    @recording.setter
+    def recording(self, on: bool) -> None:
+        self.deliver()  # what the C++ eager path kept goes where it was kept for
+        self._recording = bool(on)
+        self.sync_queue()
+
+    def sync_queue(self) -> None:
+        """Tell the queue who wants its executions: on the C++ path, the C++ eager path keeps a record
+        of each execution it makes while this core records or a deferred observer watches
+        (:mod:`.observe`), with the core's allocated bytes if that observer asks for them."""
+        if self._native:
+            self._cpp_queue.recording = self._recording or observe.deferred
+            self._cpp_queue.sample_hbm = observe.sample_memory
+
+    @property
+    def records(self) -> list[Execution]:
+        """The recorded executions, in order (the C++ eager path's delivered first)."""
+        if self._native:
+            self.deliver()
+        return self._records
+
+    @records.setter
+    def records(self, value: list) -> None:
+        if self._native:
+            self.deliver()
+        self._records = value
+
+    def deliver(self) -> None:
+        """Turn the C++ eager path's records into Executions: into :attr:`records` (in sequence order
+        among the others) while the core records, to the deferred observers while they watch. Each
+        change of either delivers first, so every record goes where it was kept for."""
+        if not self._native or not self._cpp_queue.pending_records:
+            return
+        made = []
+        observed = observe.deferred
+        with self.clock.emulation():  # the observers' work is emulator work
+            for seq, plan, thread, host_start, host_end, start, end, wait, span, hbm, tid in self._cpp_queue.take_records():
+                program = plan.program
+                ex = Execution(seq, "kernel", plan.label, self.index, thread, host_start, host_end, start, end,
+                               plan.neff_id, program.name, 0, queue_wait_ns=wait, timeline=plan.timeline,
+                               program=program)
+                made.append(ex)
+                if observed:
+                    observe.deferred_execution(ex, span, hbm, tid)
+        if not self._recording:
+            return
+        records = self._records
+        if records and records[-1].seq > made[0].seq:
+            records.extend(made)
+            records.sort(key=lambda r: r.seq)
+        else:
+            records.extend(made)
+
+    def clear_plans(self) -> None:
+        """Forget the dispatch plans (the C++ eager path's twins of them too)."""
+        self.plans.clear()
+        if self._native:
+            self._cpp_queue.clear_plans()
 
     # --- kernels --------------------------------------------------------------------------------
     def execute(self, call: OpCall, compute: Callable[[], object] | None = None):
@@ -121,7 +200,6 @@ class NeuronCoreRuntime:
 
     def _run(self, program, label, compute, compiled_ns, timeline, to_keep=None):
         clock = self.clock
-        costs = host_costs()
         with clock.emulation():
             nid = program.neff_id
             if timeline is None:
@@ -132,46 +210,28 @@ class NeuronCoreRuntime:
             if to_keep is not None:  # a NEFF compiled for this call: on disk for the next process
                 neff_cache.keep(to_keep, tl)
             result = compute() if compute is not None else None
-            # the backend's host work: the op's key and NEFF lookup, then nrt_execute (which
-            # compiles first on a cache miss) and its submit
-            clock.advance(costs.backend_op_ns)
-            host_start = clock.now()
-            if compiled_ns:
-                clock.advance(compiled_ns)
-            submit = clock.advance(costs.submit_ns)
-            with self._lock:
-                first = nid not in self._known
-                if first:
-                    self._known.add(nid)
-                    self.neffs_executed += 1
-                else:
-                    self.cache_hits += 1
-                self.dispatches += 1
-                ready = submit + self._launch_ns
-                start, end = self._enqueue(submit, int(round(tl.total_ns)), self._launch_ns)
-                rec = None
-                if self.recording or observe.observers:
-                    rec = Execution(
-                        next(_seq), "kernel", label, self.index, threading.get_ident(), host_start, submit,
-                        start, end, nid, program.name, compiled_ns,
-                        queue_wait_ns=start - ready, timeline=tl, program=program)
-                    if self.recording:
-                        self.records.append(rec)
-            if rec is not None and observe.observers:  # outside the lock, inside the cut
-                observe.execution(rec)
+            self.submit_kernel(program, label, tl, nid, int(round(tl.total_ns)), compiled_ns)
         return result, program, tl
 
+    def submit_kernel(self, program: Program, label: str, timeline, neff_id: int, duration: int,
+                      compiled_ns: int = 0) -> None:
+        """Submit one execution of a kernel whose NEFF id and whole-ns duration the caller knows (a
+        dispatch plan keeps them): the backend's host work and the submit on the clock, the
+        execution on the queue, its record. The caller holds the clock's emulation cut."""
+        _, host_start, submit, start, end, ready = self.queue.submit(self._submit_clock, neff_id, duration, compiled_ns)
+        if self._recording or observe.observers:
+            rec = Execution(
+                self._next_seq(), "kernel", label, self.index, threading.get_ident(), host_start, submit,
+                start, end, neff_id, program.name, compiled_ns,
+                queue_wait_ns=start - ready, timeline=timeline, program=program)
+            if self._recording:
+                self.records.append(rec)  # after the C++ eager path's earlier ones
+            if observe.observers:  # inside the caller's cut
+                observe.execution(rec)
+
     def _enqueue(self, ready: int, duration: int, overhead: int = 0) -> tuple[int, int]:
-        """Queue ``duration`` ns of device work on the current stream, no earlier than ``ready``;
-        returns its (start, end). ``overhead``: the device's per-NEFF start (docs/cost-model.md,
-        "Launch"), paid after the device is free and the work submitted, so executions queued back
-        to back pay it too. Caller holds the lock."""
-        sid = self.current_stream
-        start = max(ready, self.device_free_ns, self.stream_ready.get(sid, 0)) + overhead
-        end = start + duration
-        self.device_free_ns = end
-        self.stream_end[sid] = end
-        return start, end
+        """Queue ``duration`` ns of device work on the current stream (see :class:`.queue.KernelQueue`)."""
+        return self.queue.enqueue(ready, duration, overhead)
 
     def fallback(self, op: str, compute: Callable[[], object] | None = None, nbytes: int = 0,
                  reason: str = ""):
@@ -188,8 +248,8 @@ class NeuronCoreRuntime:
             with clock.emulation():
                 result = compute() if compute is not None else None
                 clock.advance(host_costs().fallback_ns(nbytes))
-        if self.observed:
-            self._record(Execution(next(_seq), "fallback", op, self.index, threading.get_ident(),
+        if self._recording or observe.observers:
+            self._record(Execution(self._next_seq(), "fallback", op, self.index, threading.get_ident(),
                                    host_start, clock.now(), neff_name=reason[:200]))
         return result
 
@@ -204,12 +264,11 @@ class NeuronCoreRuntime:
             result = compute() if compute is not None else None
             now = clock.advance(host_costs().copy_submit_ns)
             dur = int(self.spec.host_transfer_fixed_ns + nbytes / self.spec.host_device_bytes_per_s * 1e9)
-            with self._lock:
-                start, end = self._enqueue(now, dur)
+            start, end = self.queue.enqueue(now, dur, 0)
             if blocking:
                 clock.wait_until(end)
-            if self.observed:
-                self._record(Execution(next(_seq), direction, op or f"memcpy_{direction}", self.index,
+            if self._recording or observe.observers:
+                self._record(Execution(self._next_seq(), direction, op or f"memcpy_{direction}", self.index,
                                        threading.get_ident(), host_start, clock.now(), start, end, bytes=nbytes))
         return result
 
@@ -218,17 +277,16 @@ class NeuronCoreRuntime:
         (a cross-core dependency, such as a copy between two cores' HBM)."""
         if other is self:
             return
-        with self._lock:
-            self.device_free_ns = max(self.device_free_ns, other.device_free_ns)
+        self.queue.order_after(other.device_free_ns)
 
     @property
     def observed(self) -> bool:
         """Whether anyone wants this core's executions: its own ``records`` or an observer."""
-        return self.recording or bool(observe.observers)
+        return self._recording or bool(observe.observers)
 
     def _record(self, rec: Execution) -> None:
-        if self.recording:
-            self.records.append(rec)
+        if self._recording:
+            self.records.append(rec)  # after the C++ eager path's earlier ones
         if observe.observers:
             with self.clock.emulation():  # an observer's work is emulator work (a fallback is outside the cut)
                 observe.execution(rec)
@@ -236,8 +294,7 @@ class NeuronCoreRuntime:
     # --- streams and events ---------------------------------------------------------------------
     def stream_done_ns(self, stream: int) -> int:
         """Device time at which everything submitted to ``stream`` so far (work and waits) is done."""
-        with self._lock:
-            return max(self.stream_end.get(stream, 0), self.stream_ready.get(stream, 0))
+        return self.queue.stream_done(stream)
 
     def record_event(self, stream: int) -> int:
         """The device time at which an event recorded on ``stream`` now completes: when the queue
@@ -247,9 +304,7 @@ class NeuronCoreRuntime:
     def stream_wait(self, stream: int, device_ns: int) -> None:
         """Work submitted to ``stream`` from now on starts no earlier than ``device_ns``
         (``Stream.wait_event``: an event of any stream or NeuronCore)."""
-        with self._lock:
-            if device_ns > self.stream_ready.get(stream, 0):
-                self.stream_ready[stream] = device_ns
+        self.queue.stream_wait(stream, device_ns)
 
     def synchronize_stream(self, stream: int) -> int:
         """Block the host until ``stream``'s work is done; returns the emulated ns waited."""
@@ -267,11 +322,13 @@ class NeuronCoreRuntime:
         """``neffs_compiled``: NEFFs this core's calls compiled (lowered); ``neffs_loaded``: read from the
         persistent cache instead; ``neffs_executed``: distinct NEFFs run here; ``cache_hits``:
         executions of a NEFF run here before; ``dispatches``: kernel executions."""
+        executed, hits, dispatches = self.queue.stats()
         return {"neffs_compiled": self.neffs_compiled, "neffs_loaded": self.neffs_loaded,
-                "neffs_executed": self.neffs_executed, "cache_hits": self.cache_hits, "dispatches": self.dispatches}
+                "neffs_executed": executed, "cache_hits": hits, "dispatches": dispatches}
 
     def clear_stats(self) -> None:
-        self.neffs_compiled = self.neffs_loaded = self.neffs_executed = self.cache_hits = self.dispatches = 0
+        self.neffs_compiled = self.neffs_loaded = 0
+        self.queue.clear_stats()
 
 
 __all__ = ["Execution", "NeuronCoreRuntime", "NoLowering"]

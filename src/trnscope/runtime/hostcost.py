@@ -115,6 +115,7 @@ def describe(costs: "HostCosts | None" = None) -> list[tuple[str, object, str, s
 
 
 _COSTS = HostCosts()
+_listeners: list = []
 
 
 def host_costs() -> HostCosts:
@@ -126,4 +127,12 @@ def set_host_costs(costs: HostCosts | None) -> HostCosts:
     global _COSTS
     old = _COSTS
     _COSTS = costs if costs is not None else HostCosts()
+    for listener in _listeners:
+        listener(_COSTS)
     return old
+
+
+def on_change(listener) -> None:
+    """Call ``listener(costs)`` whenever another model is installed (the C++ eager path keeps a copy)."""
+    if listener not in _listeners:
+        _listeners.append(listener)

@@ -5,6 +5,7 @@
 // torch.neuron's statistics do not depend on the path.
 #include "core.h"
 
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
@@ -357,5 +358,51 @@ int device_of(const void* ptr) {
 }
 
 void install_allocator() { c10::SetAllocator(kNeuron, &g_allocator); }
+
+std::vector<int64_t> contiguous_strides(c10::IntArrayRef size) {
+  std::vector<int64_t> strides(size.size(), 1);
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(size.size()) - 1; i >= 0; --i) {
+    strides[i] = acc;
+    acc *= std::max<int64_t>(size[i], 1);
+  }
+  return strides;
+}
+
+int64_t storage_nbytes(c10::IntArrayRef size, c10::IntArrayRef stride, int64_t itemsize) {
+  int64_t n = 1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == 0) return 0;
+    n += (size[i] - 1) * stride[i];
+  }
+  return n * itemsize;
+}
+
+at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key, c10::ScalarType dtype, c10::IntArrayRef size,
+                       c10::IntArrayRef stride, int64_t offset) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
+                                                    c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return t;
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype, int device,
+                         int64_t capacity) {
+  auto storage = allocate(storage_nbytes(size, stride, c10::elementSize(dtype)), device, capacity);
+  return make_tensor(std::move(storage), c10::DispatchKey::PrivateUse1, dtype, size, stride, 0);
+}
+
+at::Tensor host_view(const at::Tensor& t) {
+  c10::Storage host;
+  if (!host_storage(t.storage(), &host)) {
+    TORCH_CHECK(t.storage().nbytes() == 0, "trnscope: tensor storage was not allocated by trnscope.device");
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+  }
+  auto v = make_tensor(std::move(host), c10::DispatchKey::CPU, t.scalar_type(), t.sizes(), t.strides(),
+                       t.storage_offset());
+  if (t.is_conj()) v.unsafeGetTensorImpl()->_set_conj(true);
+  if (t.is_neg()) v.unsafeGetTensorImpl()->_set_neg(true);
+  return v;
+}
 
 } // namespace trnscope

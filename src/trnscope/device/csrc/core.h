@@ -5,15 +5,17 @@
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
 
-#include <Python.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+struct _object;
+typedef _object PyObject;
 
 namespace trnscope {
 
@@ -27,6 +29,9 @@ int64_t call_int(const char* method, std::vector<int64_t> args);
 void call_void(const char* method, std::vector<int64_t> args);
 std::string call_str(const char* method, std::vector<int64_t> args);
 } // namespace bridge
+// reference counts of Python objects the C++ side keeps (the eager plans'): take the GIL if needed
+void py_incref(PyObject* obj);
+void py_decref(PyObject* obj);
 
 // --- devices and streams (guard.cpp) -------------------------------------------------------------
 int device_count();  // NeuronCores of the emulated chip (asks the runtime's hardware spec)
@@ -60,11 +65,45 @@ std::vector<std::vector<int64_t>> live_blocks(int device);  // -1: every device
 void set_pool_limits(int64_t pool_bytes, int64_t pool_floor);
 int device_of(const void* ptr);  // -1: not a live block
 void install_allocator();
+// tensors over device memory
+struct Geometry {
+  std::vector<int64_t> sizes, strides;
+  c10::ScalarType dtype;
+};
+std::vector<int64_t> contiguous_strides(c10::IntArrayRef size);
+int64_t storage_nbytes(c10::IntArrayRef size, c10::IntArrayRef stride, int64_t itemsize);
+at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key, c10::ScalarType dtype, c10::IntArrayRef size,
+                       c10::IntArrayRef stride, int64_t offset);
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype, int device,
+                         int64_t capacity);
+// a CPU tensor over the same bytes as neuron tensor t (same dtype, geometry, conj/neg bits)
+at::Tensor host_view(const at::Tensor& t);
 
 // --- pinned host memory, hooks, generator (hooks.cpp) ---------------------------------------------
 bool is_pinned_ptr(const void* ptr);
 std::vector<int64_t> pinned_stats();  // current, peak, allocated, freed, count
 const at::Generator& default_generator(int index);
 void install_hooks();
+
+// --- the eager hot path (eager.cpp) ----------------------------------------------------------------
+constexpr int64_t kPlanCacheSize = 8192;  // plans per NeuronCore, as the Python runtime's PLAN_CACHE_SIZE
+namespace rt {
+struct Plan;
+}
+namespace eager {
+// the PrivateUse1 kernels: a boxed fallback and `names` (the explicit registrations kernels.py lists)
+void register_kernels(const std::vector<std::string>& names);
+bool enter_serve();  // a Python serve call begins on this thread: true if it is the outermost (charged)
+void exit_serve();
+// the Python runtime's plan for the kernel call waiting on this thread; out_op empty: the results
+// are the call's arguments (in-place, out=); "aten::_copy_from": a copy on one core; else the
+// outputs are computed by out_op
+bool learn(PyObject* obj, uint64_t neff_id, int64_t duration, const std::string& out_op, const std::string& overload,
+           std::vector<int> out_positions, int out_args, std::vector<Geometry> outs);
+void set_enabled(bool on);
+bool enabled();
+std::pair<int64_t, int64_t> counters();  // calls served in C++, calls that entered Python
+PyObject* plan_object(const rt::Plan& plan);
+} // namespace eager
 
 } // namespace trnscope

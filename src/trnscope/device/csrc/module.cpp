@@ -2,16 +2,23 @@
 // host views and device state to src/trnscope/device (memory.py, _devices.py, streams.py, rng.py).
 #include "core.h"
 
+#include "runtime.h"
+
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/TensorImpl.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/Storage.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 
 namespace trnscope {
+namespace eager {
+// eager.cpp: the runtime scalars (argument position -> the values its kernel specialises on) of the
+// op whose call waits for learn() on this thread
+void set_runtime_scalars(std::vector<std::pair<int, std::vector<double>>> slots);
+} // namespace eager
 
 // --- the bridge ------------------------------------------------------------------------------------
 namespace bridge {
@@ -87,39 +94,48 @@ c10::ScalarType unpack_dtype(py::handle obj) {
   return reinterpret_cast<THPDtype*>(obj.ptr())->scalar_type;
 }
 
-at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key, c10::ScalarType dtype,
-                       c10::IntArrayRef size, c10::IntArrayRef stride, int64_t offset) {
-  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
-                                                    c10::scalarTypeToTypeMeta(dtype));
-  t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
-  return t;
+// the clock's emulation() context: a cut while inside
+struct CutContext {
+  std::shared_ptr<rt::Clock> clock;
+  void enter() { clock->cut_enter(); }
+  bool exit(py::args) {
+    clock->cut_exit();
+    return false;
+  }
+};
+
+py::list pairs(const std::vector<std::pair<int64_t, int64_t>>& v) {
+  py::list out;
+  for (const auto& p : v) out.append(py::make_tuple(p.first, p.second));
+  return out;
 }
 
-// A CPU tensor over the same bytes as neuron tensor t (same dtype, geometry, conj/neg bits); it
-// shares the host buffer, so writes through it are writes to t.
-at::Tensor host_view(const at::Tensor& t) {
-  c10::Storage host;
-  if (!host_storage(t.storage(), &host)) {
-    TORCH_CHECK(t.storage().nbytes() == 0, "trnscope: tensor storage was not allocated by trnscope.device");
-    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
-  }
-  auto v = make_tensor(std::move(host), c10::DispatchKey::CPU, t.scalar_type(), t.sizes(), t.strides(),
-                       t.storage_offset());
-  if (t.is_conj()) v.unsafeGetTensorImpl()->_set_conj(true);
-  if (t.is_neg()) v.unsafeGetTensorImpl()->_set_neg(true);
-  return v;
+template <typename T>
+T locked(rt::Queue& q, T rt::Queue::*field) {
+  std::lock_guard<std::mutex> lock(q.mu);
+  return q.*field;
 }
 
-int64_t storage_nbytes(c10::IntArrayRef size, c10::IntArrayRef stride, int64_t itemsize) {
-  int64_t n = 1;
-  for (size_t i = 0; i < size.size(); ++i) {
-    if (size[i] == 0) return 0;
-    n += (size[i] - 1) * stride[i];
-  }
-  return n * itemsize;
+template <typename T>
+void set_locked(rt::Queue& q, T rt::Queue::*field, T value) {
+  std::lock_guard<std::mutex> lock(q.mu);
+  q.*field = value;
 }
 
 } // namespace
+
+void py_incref(PyObject* obj) {
+  if (obj == nullptr) return;
+  py::gil_scoped_acquire gil;
+  Py_INCREF(obj);
+}
+
+void py_decref(PyObject* obj) {
+  if (obj == nullptr || !Py_IsInitialized()) return;
+  py::gil_scoped_acquire gil;
+  Py_DECREF(obj);
+}
+
 } // namespace trnscope
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -158,11 +174,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                        offset);
   });
   m.def("empty_strided", [](std::vector<int64_t> size, std::vector<int64_t> stride, py::handle dtype, int device,
-                            int64_t cap) {
-    auto st = unpack_dtype(dtype);
-    auto storage = allocate(storage_nbytes(size, stride, c10::elementSize(st)), device, cap);
-    return make_tensor(std::move(storage), c10::DispatchKey::PrivateUse1, st, size, stride, 0);
-  });
+                            int64_t cap) { return empty_strided(size, stride, unpack_dtype(dtype), device, cap); });
   m.def("set_metadata", [](const at::Tensor& t, py::handle storage, int64_t offset, std::vector<int64_t> size,
                            std::vector<int64_t> stride) {
     const c10::Storage& st = unpack_storage(storage);
@@ -197,4 +209,108 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("default_generator", [](int index) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(index)));
   });
+
+  // the runtime's clock and queues (runtime.h), which runtime/clock.py and runtime/queue.py use on
+  // this path
+  py::class_<CutContext>(m, "Cut")
+      .def("__enter__", &CutContext::enter)
+      .def("__exit__", &CutContext::exit);
+  py::class_<rt::Clock, std::shared_ptr<rt::Clock>>(m, "Clock")
+      .def(py::init<int, int64_t>())
+      .def_property_readonly("mode", &rt::Clock::mode)
+      .def("set_mode", &rt::Clock::set_mode)
+      .def("now", &rt::Clock::now)
+      .def("to_emulated", &rt::Clock::to_emulated)
+      .def("in_cut", &rt::Clock::in_cut)
+      .def("advance", &rt::Clock::advance)
+      .def("wait_until", &rt::Clock::wait_until)
+      .def("cut", [](std::shared_ptr<rt::Clock> c) { return CutContext{std::move(c)}; })
+      .def_property_readonly("cut_depth", &rt::Clock::cut_depth)
+      .def("hold", &rt::Clock::hold)
+      .def("release", &rt::Clock::release)
+      .def_property_readonly("held", &rt::Clock::held)
+      .def_property_readonly("waited_ns", &rt::Clock::waited_ns)
+      .def_property_readonly("segments", &rt::Clock::segments)
+      .def("cuts", [](rt::Clock& c, size_t from) { return pairs(c.cuts(from)); }, py::arg("start") = 0)
+      .def("waits", [](rt::Clock& c, size_t from) { return pairs(c.waits(from)); }, py::arg("start") = 0)
+      .def_property_readonly("waits_count", &rt::Clock::waits_count);
+  m.def("install_clock", [](std::shared_ptr<rt::Clock> c) { rt::set_clock(std::move(c)); });
+
+  py::class_<rt::Queue, std::shared_ptr<rt::Queue>>(m, "Queue")
+      .def(py::init<int, int64_t, int64_t>())
+      .def_readonly("index", &rt::Queue::index)
+      .def_readonly("launch_ns", &rt::Queue::launch_ns)
+      .def_property("device_free_ns", [](rt::Queue& q) { return locked(q, &rt::Queue::device_free); },
+                    [](rt::Queue& q, int64_t v) { set_locked(q, &rt::Queue::device_free, v); })
+      .def_property("current_stream", [](rt::Queue& q) { return locked(q, &rt::Queue::current_stream); },
+                    [](rt::Queue& q, int64_t v) { set_locked(q, &rt::Queue::current_stream, v); })
+      .def_property("recording", [](rt::Queue& q) { return locked(q, &rt::Queue::recording); },
+                    [](rt::Queue& q, bool v) { set_locked(q, &rt::Queue::recording, v); })
+      .def_property("sample_hbm", [](rt::Queue& q) { return locked(q, &rt::Queue::sample_hbm); },
+                    [](rt::Queue& q, bool v) { set_locked(q, &rt::Queue::sample_hbm, v); })
+      .def("submit", [](rt::Queue& q, rt::Clock& clock, uint64_t nid, int64_t duration, int64_t compiled_ns) {
+        auto s = q.submit(clock, nid, duration, compiled_ns);
+        return py::make_tuple(s.first, s.host_start, s.submit, s.start, s.end, s.ready);
+      })
+      .def("enqueue", &rt::Queue::enqueue)
+      .def("stream_done", &rt::Queue::stream_done)
+      .def("stream_wait", &rt::Queue::stream_wait)
+      .def("order_after", &rt::Queue::order_after)
+      .def("stats", [](rt::Queue& q) {
+        std::lock_guard<std::mutex> lock(q.mu);
+        return py::make_tuple(q.neffs_executed, q.cache_hits, q.dispatches);
+      })
+      .def("clear_stats", [](rt::Queue& q) {
+        std::lock_guard<std::mutex> lock(q.mu);
+        q.neffs_executed = q.cache_hits = q.dispatches = 0;
+      })
+      .def("take_records", [](rt::Queue& q) {
+        std::vector<rt::Record> taken;
+        {
+          std::lock_guard<std::mutex> lock(q.mu);
+          taken.swap(q.records);
+        }
+        py::list out;
+        for (const auto& r : taken) {
+          out.append(py::make_tuple(r.seq, py::reinterpret_borrow<py::object>(eager::plan_object(*r.plan)), r.thread,
+                                    r.host_start, r.host_end, r.device_start, r.device_end, r.queue_wait, r.span,
+                                    r.hbm, r.native_tid));
+        }
+        return out;
+      })
+      .def_property_readonly("pending_records", [](rt::Queue& q) { return locked(q, &rt::Queue::records).size(); })
+      .def_property_readonly("plan_count", [](rt::Queue& q) { return locked(q, &rt::Queue::plan_count); })
+      .def("clear_plans", [](rt::Queue& q) {
+        decltype(q.plans) dropped;
+        std::lock_guard<std::mutex> lock(q.mu);
+        dropped.swap(q.plans);
+        q.plan_count = 0;
+      });
+  m.def("install_queue", [](int index, std::shared_ptr<rt::Queue> q) { rt::set_queue(index, std::move(q)); });
+  m.def("clear_queues", &rt::clear_queues);
+  m.def("next_seq", &rt::next_seq);
+  m.def("next_span", &rt::next_span);
+  m.def("set_spans", &rt::set_spans);
+  m.def("set_costs", [](int64_t framework, int64_t backend, int64_t submit, int64_t alloc, int64_t view) {
+    rt::set_costs(rt::Costs{framework, backend, submit, alloc, view});
+  });
+  m.def("set_capacity_override", &rt::set_capacity_override);
+
+  // the eager hot path (eager.cpp)
+  m.def("register_kernels", &eager::register_kernels);
+  m.def("enter_serve", &eager::enter_serve);
+  m.def("exit_serve", &eager::exit_serve);
+  m.def("learn", [](py::handle plan, uint64_t nid, int64_t duration, const std::string& out_op,
+                    const std::string& overload, std::vector<int> positions, int out_args, py::list outs) {
+    std::vector<Geometry> geos;
+    for (auto g : outs) {
+      auto t = g.cast<py::tuple>();
+      geos.push_back(Geometry{t[0].cast<std::vector<int64_t>>(), t[1].cast<std::vector<int64_t>>(), unpack_dtype(t[2])});
+    }
+    return eager::learn(plan.ptr(), nid, duration, out_op, overload, std::move(positions), out_args, std::move(geos));
+  });
+  m.def("set_runtime_scalars", &eager::set_runtime_scalars);
+  m.def("set_eager", &eager::set_enabled);
+  m.def("eager", &eager::enabled);
+  m.def("counters", &eager::counters);
 }
