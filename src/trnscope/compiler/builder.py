@@ -12,6 +12,7 @@ producers it reads (RAW) and for the readers and writers of what it overwrites (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 from operator import attrgetter
 
 from .. import caches
@@ -197,6 +198,8 @@ class KernelBuilder:
             plan = _plan(cls)
         stream, dma, operands, n_reads = plan
         if stream is None:
+            # dma (the class's plan) means a DmaInstruction, which has a queue; an isinstance() would
+            # cost a call per instruction on the builder's hottest path
             stream = self.p.queues[ins.queue].name if dma else ins.engine.value  # type: ignore[attr-defined]
         if self._suffix and not dma:
             stream += self._suffix
@@ -305,8 +308,9 @@ _PLANS: dict[type, tuple] = {}
 caches.register("compiler.builder: instruction plans", _PLANS.clear)
 
 
-def _plan(cls: type) -> tuple:
+def _plan(cls: type[Instruction]) -> tuple:
     names = (*cls.READS, *cls.WRITES)
+    getter: Callable[[Instruction], tuple]
     if not names:
         getter = lambda ins: ()  # noqa: E731
     elif len(names) == 1:

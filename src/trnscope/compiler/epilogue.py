@@ -38,6 +38,8 @@ from .kernels.common import F32, load, store
 from .kernels.matmul import (
     MOVING_MAX, PSUM_BANKS_PER_BLOCK, Bias, Mat, _bias_mat, _mat, batch_buffers, emit_gemm, gemm_blocking,
 )
+from .fxvalues import required_tensor as _tensor
+from .fxvalues import tensor_of as _val
 from .meta import TensorMeta
 from .opcall import device_dtype, meta_of
 from .tiling import P
@@ -86,11 +88,6 @@ SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
 # planning costs more host memory than it is worth
 MAX_LAYOUT_ELEMENTS = 1 << 23
 FULL_ROW_MAX = MOVING_MAX * PSUM_BANKS_PER_BLOCK
-
-
-def _val(node) -> torch.Tensor | None:
-    v = node.meta.get("val") if isinstance(node, fx.Node) else None
-    return v if isinstance(v, torch.Tensor) else None
 
 
 def _stripped(shape) -> tuple[int, ...]:
@@ -176,11 +173,11 @@ def layout_placement(src: torch.Tensor, base: torch.Tensor, R: int, N: int) -> P
         return None
     pos = np.empty(numel, dtype=np.int64)
     pos[ids] = np.arange(numel, dtype=np.int64)
-    pos = pos.reshape(R, N)
-    cs = int(pos[0, 1] - pos[0, 0]) if N > 1 else 1
-    if N > 1 and not (pos == pos[:, :1] + cs * np.arange(N, dtype=np.int64)).all():
+    grid = pos.reshape(R, N)
+    cs = int(grid[0, 1] - grid[0, 0]) if N > 1 else 1
+    if N > 1 and not (grid == grid[:, :1] + cs * np.arange(N, dtype=np.int64)).all():
         return None
-    return Placement(pos[:, 0].copy(), cs)
+    return Placement(grid[:, 0].copy(), cs)
 
 
 @dataclass
@@ -257,7 +254,7 @@ def match_epilogue(gc: EpilogueHost, mm: fx.Node, pos: dict, eff: dict, claimed:
         src = plan.tile_src.get(x)
         if src is None:
             return False
-        sx = _stripped(_val(x).shape)
+        sx = _stripped(_tensor(x).shape)
         if plan.width[src] == N:
             return sx == _stripped(out_shape)
         return out_shape[-1] in (N, 1) and sx == _stripped(tuple(out_shape[:-1]) + (1,))
@@ -318,10 +315,9 @@ def match_epilogue(gc: EpilogueHost, mm: fx.Node, pos: dict, eff: dict, claimed:
         t = _val(n)
         joined = False
         if n.target in ROW_VIEWS and isinstance(src, fx.Node) and src in group and t is not None:
-            s = _val(src)
             plan.value_of[n] = plan.value_of[src]
-            if plan.tile_src.get(src) is not None and s.is_contiguous() and t.is_contiguous() and \
-                    t.storage_offset() == s.storage_offset() and width_of(t) == plan.width[plan.tile_src[src]]:
+            if plan.tile_src.get(src) is not None and _tensor(src).is_contiguous() and t.is_contiguous() and \
+                    t.storage_offset() == _tensor(src).storage_offset() and width_of(t) == plan.width[plan.tile_src[src]]:
                 plan.tile_src[n] = plan.tile_src[src]
             else:
                 plan.tile_src[n] = None  # a view kept only for a layout copy or for users outside
@@ -416,12 +412,12 @@ def _bytes_per_col(plan: EpiloguePlan) -> int:
     total = 0
     for n in plan.members:
         if plan.width[n] == plan.N:
-            isz = device_dtype(_val(n).dtype).itemsize
+            isz = device_dtype(_tensor(n).dtype).itemsize
             total += 2 * isz + (2 * 4 if n.target in SOFTMAX or n.kwargs.get("alpha", 1) != 1 else 0)
         elif n.target in ROW_REDUCE:
             total += 4  # the squared row of a square+sum, released at once
     for x in plan.externals:
-        t = _val(x)
+        t = _tensor(x)
         pl = broadcast_placement(meta_of(t), (plan.R, plan.N))
         isz = device_dtype(t.dtype).itemsize
         total += isz if pl is None or pl.uniform else 2 * isz
@@ -466,7 +462,7 @@ class GraphEpilogue:
         for x in plan.externals:
             val = gc.materialized(x)
             user = next(m for m in plan.members if x in m.args)
-            pl = broadcast_placement(val.meta, tuple(_val(user).shape))
+            pl = broadcast_placement(val.meta, tuple(_tensor(user).shape))
             if pl is None or not (pl.uniform or _runs_ok(pl, plan)):
                 raise AllocationError(f"{x.name}: operand layout differs from its planned one")
             self.ext[x] = (pl, val.hbm, val.meta.dtype)
@@ -529,7 +525,7 @@ class GraphEpilogue:
         for n in plan.members:
             if n in self.squares:
                 continue
-            dt = device_dtype(_val(n).dtype)
+            dt = device_dtype(_tensor(n).dtype)
             width = ncols if plan.width[n] == plan.N else 1
             out = b.tile(mp, (width,), dt)
             fresh.append(out)
@@ -613,7 +609,7 @@ def emit_matmul_with_epilogue(gc: EpilogueHost, plan: EpiloguePlan) -> None:
 
     mm = plan.mm
     for x in plan.needed:
-        t = _val(x)
+        t = _tensor(x)
         meta = TensorMeta.contiguous(tuple(t.shape), device_dtype(t.dtype))
         gc.values[x] = Value(meta.bind(gc.program, f"t_{x.name}", "scratch"), meta)
     epi = GraphEpilogue(gc, plan)
@@ -628,7 +624,7 @@ def emit_matmul_with_epilogue(gc: EpilogueHost, plan: EpiloguePlan) -> None:
         bv = gc.materialized(mm.args[0])
         bias = Bias(_bias_mat(bv.hbm, bv.meta, plan.M, plan.N), beta)
     # staging tiles (for a bias, an alpha or a layout copy) round like the eager product does
-    odt = out.meta.dtype if out is not None else device_dtype(_val(mm).dtype)
+    odt = out.meta.dtype if out is not None else device_dtype(_tensor(mm).dtype)
     # emit_gemm evacuates into staging tiles unless the epilogue reads the banks itself
     staging = not (plan.psum_direct and out is None and bias is None and alpha == 1.0)
     with gc.program.origin(member_label(mm)), batch_buffers(

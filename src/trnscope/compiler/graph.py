@@ -27,9 +27,12 @@ from ..isa import AP, Act, Activation, Alu, Program, TensorReduce, TensorScalar,
 from ..sourceline import SourceLine, display_path, op_label
 from .builder import KernelBuilder
 from .lnc import MakeBuilder, spread
+from .fxvalues import GraphCompileError
+from .fxvalues import required_tensor as _tensor
+from .fxvalues import tensor_of as _val
 from .epilogue import GEMM_OPS, emit_matmul_with_epilogue, match_epilogue
 from .kernels.elementwise import BINARY_ALU, UNARY_ACT
-from .lowering import LoweringContext, NoLowering, OpCall, _REGISTRY, _load_kernels
+from .lowering import HbmInputs, LoweringContext, NoLowering, OpCall, _REGISTRY, _load_kernels, run_lowering
 from .meta import TensorMeta
 from .opcall import device_dtype, from_aten, meta_of, op_name
 
@@ -49,10 +52,6 @@ MULTI_VIEW_OPS = {aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.
 ROW_REDUCE = {aten.sum.dim_IntList: Alu.ADD, aten.mean.dim: Alu.ADD, aten.amax.default: Alu.MAX,
               aten.amin.default: Alu.MIN}
 MAX_FUSED_H = 8192
-
-
-class GraphCompileError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -78,11 +77,6 @@ class CompiledGraph:
     fused_ops: int             # ATen ops absorbed into fusion groups
 
 
-def _val(node) -> torch.Tensor | None:
-    v = node.meta.get("val") if isinstance(node, fx.Node) else None
-    return v if isinstance(v, torch.Tensor) else None
-
-
 def _row_space(t: torch.Tensor) -> tuple[int, int]:
     if t.dim() == 0:
         return 1, 1
@@ -98,7 +92,7 @@ class GraphCompiler:
         self.spec = spec or get_spec()
         self.program = Program(name, target=self.spec.name)
         self.kb = make_builder(self.program, self.spec)
-        self.values: dict[fx.Node, Value] = {}
+        self.values: dict[fx.Node | tuple[fx.Node, int], Value] = {}  # a multi-output op's values by (node, i)
         self.scalars: dict[fx.Node, float] = {}
         self.kernels = 0
         self.fused = 0
@@ -257,7 +251,7 @@ class GraphCompiler:
                 if isinstance(a, fx.Node) and a not in members and a not in externals and _val(a) is not None:
                     externals.append(a)
         for n in needed:
-            v = _val(n)
+            v = _tensor(n)
             meta = TensorMeta.contiguous(tuple(v.shape), device_dtype(v.dtype))
             self.values[n] = Value(meta.bind(self.program, f"t_{n.name}", "scratch"), meta)
         queues = [kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO1", "input")]
@@ -338,7 +332,7 @@ class GraphCompiler:
         element-wise members); ``h`` is the row length reductions see. Writes ``out`` when given;
         temporaries go to ``temps`` (released with the tile's other tiles)."""
         kb = self.kb
-        v = _val(n)
+        v = _tensor(n)
         dt = device_dtype(v.dtype)
         if n.target in ROW_REDUCE:
             src = n.args[0]
@@ -385,11 +379,13 @@ class GraphCompiler:
                 temps.append(scaled)
             kb.emit(TensorScalar(inp=tb, out=scaled, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
             tb = scaled
-        if ta is None and tb is None:
-            raise GraphCompileError(f"{n.name}: no tensor operand")
         if tb is None or ta is None:
-            tensor, scalar, reverse = (ta, float(b) * (alpha if what in (Alu.ADD, Alu.SUBTRACT) else 1), False) \
-                if tb is None else (tb, float(a), True)
+            if tb is not None:      # scalar <op> tensor
+                tensor, scalar, reverse = tb, float(a), True
+            elif ta is not None:    # tensor <op> scalar
+                tensor, scalar, reverse = ta, float(b) * (alpha if what in (Alu.ADD, Alu.SUBTRACT) else 1), False
+            else:
+                raise GraphCompileError(f"{n.name}: no tensor operand")
             kb.emit(TensorScalar(inp=tensor, out=out, alu0=what, scalar0=scalar, reverse0=reverse))
             return out
         wa, wb = ta.free_size, tb.free_size
@@ -406,23 +402,23 @@ class GraphCompiler:
         v = n.meta.get("val")
         if n.target in VIEW_OPS:
             base = self.materialized(n.args[0])
-            t = _val(n)
+            t = _tensor(n)
             self.values[n] = Value(base.hbm, TensorMeta(tuple(t.shape), tuple(t.stride()), device_dtype(t.dtype),
                                                           base.meta.offset + t.storage_offset()
-                                                          - _val(n.args[0]).storage_offset()))
+                                                          - _tensor(n.args[0]).storage_offset()))
             return
         if n.target in MULTI_VIEW_OPS:
             base = self.materialized(n.args[0])
-            src = _val(n.args[0])
+            src = _tensor(n.args[0])
             for i, t in enumerate(v):
-                self.values[(n, i)] = Value(base.hbm, TensorMeta(  # type: ignore[index]
+                self.values[(n, i)] = Value(base.hbm, TensorMeta(
                     tuple(t.shape), tuple(t.stride()), device_dtype(t.dtype),
                     base.meta.offset + t.storage_offset() - src.storage_offset()))
             return
         if n.target is operator.getitem:
             parent = n.args[0]
             if (parent, n.args[1]) in self.values:
-                self.values[n] = self.values[(parent, n.args[1])]  # type: ignore[index]
+                self.values[n] = self.values[(parent, n.args[1])]
             return
         if n.target is aten.clone.default and self._alias_clone(n):
             return
@@ -435,7 +431,7 @@ class GraphCompiler:
         kwargs = {k: self._arg_tensor(a) for k, a in n.kwargs.items()}
         call = from_aten(n.target, args, kwargs, tuple(o for o in outs if isinstance(o, torch.Tensor)))
         slots = _tensor_args_padded(n, call)
-        input_ids = [self.materialized(a).hbm if a is not None else None for a in slots]
+        input_ids = HbmInputs(self.materialized(a).hbm if a is not None else None for a in slots)
         out_ids = []
         for i, o in enumerate(outs):
             if isinstance(o, torch.Tensor):
@@ -444,15 +440,14 @@ class GraphCompiler:
                 out_ids.append(idx)
                 value = Value(idx, meta)
                 if isinstance(v, (tuple, list)):
-                    self.values[(n, i)] = value  # type: ignore[index]
+                    self.values[(n, i)] = value
                 else:
                     self.values[n] = value
         call = OpCall(call.name, tuple(self._rebase(m, a) for m, a in zip(call.inputs, slots)),
                       tuple(TensorMeta.contiguous(m.shape, m.dtype) for m in call.outputs), call.attrs)
         ctx = LoweringContext(call, self.kb, input_ids, out_ids, name)
         with self.program.origin(member_label(n)):  # op and source line, as fused members say
-            fn(ctx)
-            ctx.release_scalars()
+            run_lowering(fn, ctx)
         self.kernels += 1
 
     def _alias_clone(self, n: fx.Node) -> bool:
@@ -495,14 +490,14 @@ class GraphCompiler:
             self.program.tensors[val.hbm] = type(decl)(f"out{position}", decl.shape, decl.dtype, "output")
             return val.hbm
         # an input returned as is, or a view: copy it into its own output tensor
-        t = _val(node)
+        t = _tensor(node)
         meta = TensorMeta.contiguous(tuple(t.shape), device_dtype(t.dtype))
         out = meta.bind(self.program, f"out{position}", "output")
         copy = _REGISTRY["aten::clone"]
         call = OpCall("aten::clone", (val.meta,), (meta,))
         # the copy of a returned value belongs to the line that made the value
         with self.program.origin(op_label("aten::clone", source_line(node))):
-            copy(LoweringContext(call, self.kb, [val.hbm], [out], "aten::clone"))
+            run_lowering(copy, LoweringContext(call, self.kb, HbmInputs((val.hbm,)), [out], "aten::clone"))
         self.kernels += 1
         return out
 

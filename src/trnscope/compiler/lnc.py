@@ -31,7 +31,7 @@ import numpy as np
 
 from ..hw import HardwareSpec
 from ..isa import (
-    AP, Dma, DmaScatter, Engine, Instruction, LoadStationary, MultiplyMoving, Program, SemaphoreSet, SemaphoreWait,
+    AP, Dma, DmaInstruction, DmaScatter, Instruction, LoadStationary, MultiplyMoving, Program, SemaphoreSet, SemaphoreWait,
     Space,
 )
 from ..isa.program import LNC_META, PCORE_META
@@ -206,6 +206,7 @@ def _pair_cut(sinks: list[tuple[int, int]], feeds: list[int], loads: list[int], 
         key = (dup, off)
         if best is None or key < best[0]:
             best = (key, k)
+    assert best is not None  # the balanced cut is always a candidate
     return best[1]
 
 
@@ -318,7 +319,7 @@ class PairBuilder(KernelBuilder):
         copies = [ins] + [dataclasses.replace(ins) for _ in cores[1:]]  # before add() completes the first
         out = ins
         for core, one in zip(cores, copies):
-            if core and one.ENGINE is Engine.DMA:
+            if core and isinstance(one, DmaInstruction):  # the DMA engine's instructions
                 one = dataclasses.replace(one, queue=self._queue(core, one.queue))
             self._use(core)
             out = super().emit(one)

@@ -16,7 +16,7 @@ import hashlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, SupportsIndex, overload
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, SupportsIndex, TypeVar, overload
 
 import orjson
 
@@ -31,28 +31,57 @@ from .lnc import MakeBuilder, spread
 from .meta import TensorMeta
 
 
-class TensorInputs(tuple):
-    """An op call's positional inputs: a :class:`TensorMeta` where the op takes a tensor, None where it
-    takes something else (a scalar, a list, an absent optional tensor).
+class MissingInput(LookupError):
+    """A kernel read an input position that holds no tensor as a required one: a kernel bug (its
+    op's schema has a scalar or an absent optional tensor there), named with the op by :func:`run_lowering`."""
 
-    Indexing is typed ``TensorMeta``: a kernel reads the positions where its op's schema has tensors,
-    so ``None`` is not every kernel's problem; :meth:`optional` is the typed read of an optional
-    tensor (``TensorMeta | None``)."""
+
+_T = TypeVar("_T")
+
+
+class _Slots(tuple, Generic[_T]):
+    """An op call's positional inputs, one slot per argument: the tensor's entry where the op takes
+    a tensor, None where it takes something else (a scalar, a list, an absent optional tensor).
+
+    Indexing returns a required tensor's entry (never None: reading an empty slot raises
+    :class:`MissingInput`), so ``None`` is not every kernel's problem; :meth:`optional` is the read
+    of an optional tensor (None when absent or past the end). Iterating and slicing give the slots
+    as they are."""
 
     __slots__ = ()
 
     if TYPE_CHECKING:
         @overload
-        def __getitem__(self, i: SupportsIndex) -> TensorMeta: ...
+        def __getitem__(self, i: SupportsIndex) -> _T: ...
 
         @overload
-        def __getitem__(self, i: slice) -> tuple[TensorMeta | None, ...]: ...
+        def __getitem__(self, i: slice) -> tuple[_T | None, ...]: ...
 
         def __getitem__(self, i): ...
 
-    def optional(self, i: int) -> TensorMeta | None:
-        """Input ``i`` when it is a tensor, else None (an optional tensor left out, or past the end)."""
+        def __iter__(self) -> Iterator[_T | None]: ...
+    else:
+        def __getitem__(self, i):
+            v = tuple.__getitem__(self, i)
+            if v is None:
+                raise MissingInput(f"input {i} holds no tensor (a scalar argument or an absent optional tensor); "
+                                   f"a kernel reads such a slot with .optional({i})")
+            return v
+
+    def optional(self, i: int) -> _T | None:
         return tuple.__getitem__(self, i) if -len(self) <= i < len(self) else None
+
+
+class TensorInputs(_Slots[TensorMeta]):
+    """The :class:`TensorMeta` of each tensor input of an op call (see :class:`_Slots`)."""
+
+    __slots__ = ()
+
+
+class HbmInputs(_Slots[int]):
+    """The HBM tensor index each tensor input of a lowering is bound to (see :class:`_Slots`)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, init=False)
@@ -91,7 +120,7 @@ class OpCall:
 class LoweringContext:
     call: OpCall
     kb: KernelBuilder
-    inputs: list[int | None]
+    inputs: HbmInputs
     outputs: list[int]
     label: str = ""
     extra: dict = field(default_factory=dict)
@@ -101,10 +130,23 @@ class LoweringContext:
     def spec(self) -> HardwareSpec:
         return self.kb.spec
 
-    def scalar(self, name: str, default=None) -> "_scalars.ScalarArg | None":
+    @overload
+    def scalar(self, name: str, default: None = None) -> "_scalars.ScalarArg | None": ...
+
+    @overload
+    def scalar(self, name: str, default: float | int | bool) -> "_scalars.ScalarArg": ...
+
+    def scalar(self, name: str, default: float | int | bool | None = None) -> "_scalars.ScalarArg | None":
         """Scalar argument ``name`` as an operand (a runtime scalar or a number; None when absent
         without a default): see :mod:`.scalars`."""
         return _scalars.scalar(self, name, default)
+
+    def required_scalar(self, name: str) -> "_scalars.ScalarArg":
+        """Scalar argument ``name``, which the op's schema requires, as an operand."""
+        arg = _scalars.scalar(self, name)
+        if arg is None:
+            raise MissingInput(f"scalar argument {name!r} is missing")
+        return arg
 
     def release_scalars(self) -> None:
         """Free the tiles the kernel's scalar operands were loaded into (the kernel is done)."""
@@ -188,7 +230,7 @@ def cached(call: OpCall, spec: HardwareSpec) -> tuple[OpCall, tuple, Program | N
     changed with ``replace()`` (a what-if study) lowers anew; and the compiler's matmul precision
     setting (:mod:`.precision`), which changes what an FP32 matmul lowers to."""
     _load_kernels()
-    call = _scalars.abstract(call, _SCALARS.get(call.name))
+    call = _scalars.abstract(call, _SCALARS.get(call.name, {}))
     key = (call.key(), spec_digest(spec), _precision.key())
     prog = _CACHE.get(key)
     if prog is not None:
@@ -233,23 +275,33 @@ def _build(call: OpCall, fn: Lowering, spec: HardwareSpec, make_builder: MakeBui
     prog = Program(f"{short}_{shapes}"[:200], target=spec.name)
     # each HBM tensor binds its view's storage span from the view's first element, so inside the
     # Program every view starts at offset 0 (and the cached Program fits any storage offset)
-    call = OpCall(call.name, tuple(_at_zero(m) for m in call.inputs), tuple(_at_zero(m) for m in call.outputs),
+    call = OpCall(call.name, tuple(_at_zero(m) if m is not None else None for m in call.inputs),
+                  tuple(_at_zero(m) for m in call.outputs),
                   call.attrs)
-    inputs = [m.bind(prog, f"in{i}", "input") if m is not None else None for i, m in enumerate(call.inputs)]
+    inputs = HbmInputs(m.bind(prog, f"in{i}", "input") if m is not None else None for i, m in enumerate(call.inputs))
     outputs = [m.bind(prog, f"out{i}", "output") for i, m in enumerate(call.outputs)]
     ctx = LoweringContext(call, make_builder(prog, spec), inputs, outputs, call.name)
     # a large kernel allocates a few objects per instruction, none in a cycle: collections during the
     # build would walk the whole heap (torch's objects included) for nothing, often
     with prog.origin(call.name), gc_paused():
-        fn(ctx)
-        ctx.release_scalars()
+        run_lowering(fn, ctx)
     prog.meta["sbuf_peak_bytes"] = ctx.kb.sbuf_peak_bytes
     prog.meta["psum_peak_bytes"] = ctx.kb.psum_peak_bytes
     return prog
 
 
-def _at_zero(meta: TensorMeta | None) -> TensorMeta | None:
-    if meta is None or meta.offset == 0:
+def run_lowering(fn: Lowering, ctx: LoweringContext) -> None:
+    """Emit lowering ``fn``'s kernel into ``ctx`` and free its scalar operands; a read of an input
+    slot that holds no tensor is reported with the op's name."""
+    try:
+        fn(ctx)
+    except MissingInput as e:
+        raise MissingInput(f"{ctx.call.name}: {e}") from None
+    ctx.release_scalars()
+
+
+def _at_zero(meta: TensorMeta) -> TensorMeta:
+    if meta.offset == 0:
         return meta
     return TensorMeta(meta.shape, meta.stride, meta.dtype, 0)
 

@@ -26,7 +26,7 @@ constants of the traced graph.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -100,8 +100,7 @@ def abstract(call: "OpCall", decl: Declaration) -> "OpCall":
     changed = False
     for k, v in call.attrs:
         specials = decl.get(k)
-        kind = kind_of(v) if specials is not None else None
-        if kind is not None:
+        if specials is not None and (kind := kind_of(v)) is not None:
             v = RuntimeScalar(k, kind, special_of(v, specials))
             changed = True
         attrs.append((k, v))
@@ -185,10 +184,11 @@ class ScalarArg:
         if self.runtime:
             tile = self._tile(dtype)
         else:
-            tile = self._filled.get(dtype)
-            if tile is None:
-                tile = self._filled[dtype] = self.kb.tile(self.kb.spec.partitions, (1,), dtype)
-                self.kb.emit(Memset(out=tile, value=float(self.known)))
+            filled = self._filled.get(dtype)
+            if filled is None:
+                filled = self._filled[dtype] = self.kb.tile(self.kb.spec.partitions, (1,), dtype)
+                self.kb.emit(Memset(out=filled, value=float(self.known)))
+            tile = filled
         return tile.rows(like.start, like.partitions).view(0, [(0, like.free_size)])
 
     # --- derived values -------------------------------------------------------------------------------
@@ -257,7 +257,15 @@ def _load_broadcast(kb: "KernelBuilder", src: AP, tile: AP) -> None:
     kb.dma(kb.queue(QUEUE, "input"), src.view(0, [(1, 1)], partitions=tile.partitions), tile)
 
 
-def scalar(ctx: "LoweringContext", name: str, default=None) -> ScalarArg | None:
+@overload
+def scalar(ctx: "LoweringContext", name: str, default: None = None) -> ScalarArg | None: ...
+
+
+@overload
+def scalar(ctx: "LoweringContext", name: str, default: float | int | bool) -> ScalarArg: ...
+
+
+def scalar(ctx: "LoweringContext", name: str, default: float | int | bool | None = None) -> ScalarArg | None:
     """The call's scalar argument ``name`` (``default`` when absent) as a :class:`ScalarArg`, one per
     argument and kernel; None when it is absent and there is no default (an optional Scalar left
     out: that is part of the kernel)."""

@@ -309,6 +309,8 @@ def plan_map(shape: tuple[int, ...], strides: list[tuple[int, ...]], max_cols: i
         cand = _best(order, max_cols, cm, max_part_dims, max_free_dims)
         if cand and (best is None or (round(cand[0]), cand[2]) < (round(best[0]), best[2])):
             best = cand
+    if best is None:
+        raise ValueError(f"no tile layout covers shape {shape} with strides {strides}")
     # a long innermost dim with no divisor that fills the partitions: 128 rows of it, then the tail
     n, st = dims[-1]
     P = cm.spec.partitions

@@ -245,7 +245,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def _exchange(self, row: list[int], kind: str, seq: int) -> list[list[int]]:
         self._mine_np[:] = row
         try:
-            self._gloo._allgather_base(self._all, self._mine).wait()
+            # torch's stub for ProcessGroupGloo lacks the collectives it has at runtime (from Backend)
+            self._gloo._allgather_base(self._all, self._mine).wait()  # type: ignore[attr-defined]
         except RuntimeError as exc:
             raise self._who_failed(kind, seq, exc) from None
         return self._all.view(self._size, sig.WIDTH).tolist()
@@ -288,7 +289,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             opts.reduceOp = dist.ReduceOp.SUM if name in ("avg", "premul_sum") else op
         if name == "premul_sum":
             t.mul_(_premul_factor(op))
-        self._gloo.allreduce([t], opts).wait()
+        self._gloo.allreduce([t], opts).wait()  # type: ignore[attr-defined]  # as in _exchange: torch's stub
         if name == "avg":
             if t.is_floating_point() or t.is_complex():
                 t.div_(self.size())

@@ -52,6 +52,7 @@ def place(local_rank: int, node: int, spec: HardwareSpec, topo: InstanceTopology
 def hop_between(a: Placement, b: Placement, spec: HardwareSpec, topo: InstanceTopology,
                 scale: LinkScale | None = None) -> Hop:
     scale = scale or LinkScale()
+    port: tuple[str | int, ...]
     if a.node != b.node:
         kind, lat, bw, port = "efa", topo.efa_hop_latency_ns, topo.efa_bytes_per_s_per_instance, ("efa", a.node)
     elif a.chip != b.chip:

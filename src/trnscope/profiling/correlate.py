@@ -78,13 +78,16 @@ def epoch_offset_ns(samples: int = 15) -> int:
     """
     if SHARED_EPOCH_OFFSET_NS is not None:
         return SHARED_EPOCH_OFFSET_NS
-    best = None
+    if samples < 1:
+        raise ValueError(f"epoch_offset_ns needs at least one reading, got samples={samples}")
+    best: tuple[int, int] | None = None
     for _ in range(samples):
         a = time.perf_counter_ns()
         e = time.time_ns()
         b = time.perf_counter_ns()
         if best is None or b - a < best[0]:
             best = (b - a, e - (a + b) // 2)
+    assert best is not None  # samples >= 1
     return best[1]
 
 

@@ -33,6 +33,7 @@ from ..formats.profile import INTERRUPTED, load_manifest, verify_profile  # noqa
 from .capture import Window, warn_once
 from .config import NeuronConfig, ProfileMode
 from .framework_trace import FrameworkView, write_json_atomic
+from .hostsamples import HostSampler
 
 
 def _autograd_profile(prof):
@@ -89,7 +90,7 @@ class NeuronProfiler:
                 self._write_json(out_dir / layout.SYSTEM_TRACE, build_system_trace(view, ntff_files),
                                  layout.KIND_SYSTEM_TRACE, files)
             if w.sampler is not None:
-                self._host_files(cfg, w, view, out_dir, files)
+                self._host_files(cfg, w, w.sampler, out_dir, files)
         except Exception as exc:  # record, warn, never break the user's loop
             complete = False
             reason = f"{type(exc).__name__}: {exc}"
@@ -211,8 +212,7 @@ class NeuronProfiler:
             warn_once(cfg, f"cap{nc}", msg)
         return out
 
-    def _host_files(self, cfg: NeuronConfig, w: Window, view: FrameworkView, out_dir: Path, files: list[dict]) -> None:
-        s = w.sampler
+    def _host_files(self, cfg: NeuronConfig, w: Window, s: HostSampler, out_dir: Path, files: list[dict]) -> None:
         to_epoch = w.clockmap.to_epoch
         if cfg.has(ProfileMode.CPU_UTIL):
             rows = [{"cpu_id": cpu, "timestamp": to_epoch(t0), "duration": t1 - t0, "util": round(util, 3),

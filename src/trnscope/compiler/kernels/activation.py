@@ -168,7 +168,7 @@ def _clamp_tensor(ctx: LoweringContext, lo_idx: int | None, hi_idx: int | None) 
 
 
 def _slot(ctx: LoweringContext, i: int) -> int | None:
-    return i if len(ctx.call.inputs) > i and ctx.call.inputs[i] is not None else None
+    return i if ctx.call.inputs.optional(i) is not None else None
 
 
 # a bound's value is a runtime operand; whether a bound is given at all is part of the kernel

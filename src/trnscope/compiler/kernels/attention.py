@@ -194,7 +194,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                         causal_masks[key] = mt
                     tri = scores.view(t0, [(1, se - t0)])
                     kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
-                elif mask is not None:
+                elif mask is not None and mask_st is not None:  # one implies the other
                     tmp = kb.tile(lq, (sb,), F32)
                     kb.emit(Activation(func=Act.COPY, inp=scores, out=tmp, scale=scale))
                     mt = kb.tile(lq, (sb,), mask.dtype)
@@ -335,7 +335,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                         next(gen)
                     except StopIteration:
                         active.remove(gen)
-            if lse_row is not None:
+            if lse_row is not None and lse_out is not None:  # one implies the other
                 lm = ctx.call.outputs[lse_out]
                 lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0) + h * lm.stride[-2]
                 kb.dma(q_out, lse_row, hbm(ctx.outputs[lse_out], 1, 0, [(lm.stride[-1], L)], lm.dtype, offset=lo))

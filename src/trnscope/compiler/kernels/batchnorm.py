@@ -44,7 +44,7 @@ def _batch_norm(ctx: LoweringContext, training: bool, w_i, b_i, rm_i, rv_i, mome
     x = ctx.call.inputs[0]
     y, save_mean, save_rstd = ctx.call.outputs[:3]
     ins = ctx.call.inputs
-    present = [i is not None and i < len(ins) and ins[i] is not None for i in (w_i, b_i, rm_i, rv_i)]
+    present = [i is not None and ins.optional(i) is not None for i in (w_i, b_i, rm_i, rv_i)]
     has_w, has_b, has_rm, has_rv = present
     if not training and not (has_rm and has_rv):
         raise NotImplementedError("batch norm in evaluation without running statistics")
@@ -169,7 +169,7 @@ def _group_pieces(cg: int, HW: int, width: int) -> list[tuple[int, int, int, int
 def _native_group_norm(ctx: LoweringContext) -> None:
     BN_MAX = ctx.spec.bn_stats_fmax  # bn_stats' largest free size on the target
     kb = ctx.kb
-    x, w, b = ctx.call.inputs[:3]
+    x, w, b = ctx.call.inputs[0], ctx.call.inputs.optional(1), ctx.call.inputs.optional(2)
     y, mean_o, rstd_o = ctx.call.outputs[:3]
     N, C, HW, G = (int(attr(ctx, k)) for k in ("N", "C", "HxW", "group"))
     eps = float(attr(ctx, "eps", 1e-5))
@@ -192,12 +192,12 @@ def _native_group_norm(ctx: LoweringContext) -> None:
         rows, r0 = t.rows, t.row0
         tiles: list[AP] = []
         xt = kb.tile(rows, (h,), x.dtype) if resident else None
-        if resident:
+        if xt is not None:
             load(kb, qin[0], ctx.inputs[0], x.dtype, t.offsets[0], t.pstrides[0], rows, plan.dims(0), xt)
             tiles.append(xt)
 
         def piece_of(c0: int, w: int, q: int, xt=xt, rows=rows, t=t) -> AP:
-            if resident:
+            if xt is not None:  # resident
                 return xt.view(c0, [(1, w)])
             pt = kb.tile(rows, (w,), x.dtype)
             load(kb, q, ctx.inputs[0], x.dtype, t.offsets[0] + c0, t.pstrides[0], rows, [(1, w)], pt)

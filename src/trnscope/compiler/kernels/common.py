@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from math import prod
+from typing import Sequence
 
 from ...isa import AP, Act, Activation, DType, TensorTranspose, hbm
 from ..builder import KernelBuilder
@@ -105,7 +106,7 @@ def full_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ...]:
 # --- DMA helpers ------------------------------------------------------------------------------------
 
 def load(kb: KernelBuilder, queue: int, tensor: int, dtype: DType, offset: int, pstride: int, rows: int,
-         dims: list[tuple[int, int]], tile: AP) -> None:
+         dims: Sequence[tuple[int, int]], tile: AP) -> None:
     """HBM rows (``rows`` x free ``dims``) -> SBUF ``tile`` [rows, prod(dims)] with the cheapest DMA."""
     dims = [(st, sz) for st, sz in dims if sz > 1] or [(1, 1)]
     if len(dims) == 1 and dims[0][0] != 1 and pstride == 1 and rows > 1:
@@ -117,7 +118,7 @@ def load(kb: KernelBuilder, queue: int, tensor: int, dtype: DType, offset: int, 
 
 
 def store(kb: KernelBuilder, queue: int, tile: AP, tensor: int, dtype: DType, offset: int, pstride: int,
-          rows: int, dims: list[tuple[int, int]]) -> None:
+          rows: int, dims: Sequence[tuple[int, int]]) -> None:
     """SBUF ``tile`` [rows, prod(dims)] -> HBM rows, mirroring :func:`load`."""
     dims = [(st, sz) for st, sz in dims if sz > 1] or [(1, 1)]
     if len(dims) == 1 and dims[0][0] != 1 and pstride == 1 and rows > 1:
@@ -296,7 +297,7 @@ def reduced_strides(meta: TensorMeta, shape: tuple[int, ...], reduced: list[int]
     return tuple(out)
 
 
-def free_pieces(plan: RowPlan, max_cols: int) -> list[tuple[int, list[tuple[int, int]], list[int]]]:
+def free_pieces(plan: RowPlan, max_cols: int) -> list[tuple[int, list[list[tuple[int, int]]], list[int]]]:
     """Cover a row plan's free space in pieces of at most ``max_cols`` elements.
 
     Each piece is (elements, per-operand [(stride, size)] HBM free dims, per-operand element offset
@@ -305,7 +306,7 @@ def free_pieces(plan: RowPlan, max_cols: int) -> list[tuple[int, list[tuple[int,
     if not plan.free_shape:
         return [(1, [[(1, 1)] for _ in plan.free_strides], [0] * len(plan.free_strides))]
     shape = plan.free_shape
-    pieces = []
+    pieces: list[tuple[int, list[list[tuple[int, int]]], list[int]]] = []
     for idx in itertools.product(*(range(s) for s in shape[:-1])):
         base = [sum(i * st for i, st in zip(idx, fs[:-1])) for fs in plan.free_strides]
         for c0 in range(0, shape[-1], max_cols):

@@ -14,6 +14,7 @@ from typing import Callable
 from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
+from ..scalars import ScalarArg
 from ..meta import TensorMeta, broadcast_strides
 from ..tiling import CostModel, plan_map
 from .common import ScratchScope, scratch
@@ -21,7 +22,8 @@ from .common import load as common_load
 from .common import store as common_store
 
 MAX_COLS = 2048
-Compute = Callable[[KernelBuilder, list, AP], None]
+# what compute returns (the instruction it emitted, or nothing) is not used
+Compute = Callable[[KernelBuilder, list, AP], object]
 
 
 def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_index: int = 0,
@@ -34,7 +36,7 @@ def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_in
     """
     kb = ctx.kb
     out_meta = ctx.call.outputs[out_index]
-    metas: list[TensorMeta] = [ctx.call.inputs[k] for k in operands]  # type: ignore[misc]
+    metas = [ctx.call.inputs[k] for k in operands]
     shape = out_meta.shape
     strides = [out_meta.stride] + [broadcast_strides(m, shape) for m in metas]
     cm = CostModel(kb.spec, tuple(m.dtype.itemsize for m in [out_meta, *metas]), inputs=len(metas))
@@ -103,10 +105,11 @@ def scalar_arg(ctx: LoweringContext, index: int, name: str, default=None):
     return v
 
 
-def scalar_operand(ctx: LoweringContext, index: int, name: str, default=None):
-    """:func:`scalar_arg` as an operand (``scalars.ScalarArg``: a number or a runtime scalar)."""
+def scalar_operand(ctx: LoweringContext, index: int, name: str) -> ScalarArg:
+    """:func:`scalar_arg` as an operand (``scalars.ScalarArg``: a number or a runtime scalar); the
+    op's schema makes it required."""
     positional = f"arg{index}"
-    return ctx.scalar(positional if ctx.call.attr(positional) is not None else name, default)
+    return ctx.required_scalar(positional if ctx.call.attr(positional) is not None else name)
 
 
 def temp(kb: KernelBuilder, like: AP, dtype=DType.float32) -> AP:
@@ -183,7 +186,7 @@ def _binary(alu: Alu):
     def lower_binary(ctx: LoweringContext) -> None:
         alpha = ctx.scalar("alpha", 1)
         scaled = alu in (Alu.ADD, Alu.SUBTRACT) and alpha.known != 1
-        other_scalar = ctx.call.inputs[1] is None if len(ctx.call.inputs) > 1 else True
+        other_scalar = ctx.call.inputs.optional(1) is None
         if other_scalar:
             value = scalar_operand(ctx, 1, "other")
             if alu in (Alu.ADD, Alu.SUBTRACT):
@@ -191,7 +194,7 @@ def _binary(alu: Alu):
             emit_map(ctx, [0], lambda kb, t, out: kb.emit(
                 TensorScalar(inp=t[0], out=out, alu0=alu, scalar0=value.operand(t[0]))))
             return
-        if ctx.call.inputs[0] is None:  # scalar <op> tensor: the scalar is the first operand
+        if ctx.call.inputs.optional(0) is None:  # scalar <op> tensor: the scalar is the first operand
             value = scalar_operand(ctx, 0, "self")
             if scaled:
                 def scaled_first(kb: KernelBuilder, t, out: AP) -> None:
@@ -225,7 +228,7 @@ _DEFAULT_ONLY = {"maximum": False, "minimum": False, "logical_and": True, "logic
                  "logical_xor": True, "atan2": True}  # name -> has an in-place variant
 for _name, _alu in BINARY_ALU.items():
     if _name == "pow":
-        _names = ("aten::pow.Tensor_Tensor", "aten::pow_.Tensor")
+        _names: tuple[str, ...] = ("aten::pow.Tensor_Tensor", "aten::pow_.Tensor")
     elif _name in _DEFAULT_ONLY:
         _names = (f"aten::{_name}",) + ((f"aten::{_name}_",) if _DEFAULT_ONLY[_name] else ())
     else:
@@ -237,16 +240,16 @@ for _name, _alu in BINARY_ALU.items():
 def _fmod(ctx: LoweringContext) -> None:
     """C fmod = Python mod - divisor, where the operands' signs differ and the remainder is not 0."""
     out_dt = ctx.call.outputs[0].dtype
-    scalar = len(ctx.call.inputs) < 2 or ctx.call.inputs[1] is None
+    scalar = ctx.call.inputs.optional(1) is None
 
     def compute(kb: KernelBuilder, t, out: AP) -> None:
         a = t[0]
         wdt = DType.float32 if out_dt.is_float else out_dt   # integers stay exact
         r, fix, tmp = temp(kb, out, wdt), temp(kb, out, wdt), temp(kb, out, wdt)
         if scalar:
-            b = float(scalar_arg(ctx, 1, "other"))
-            kb.emit(TensorScalar(inp=a, out=r, alu0=Alu.MOD, scalar0=b))
-            kb.emit(TensorScalar(inp=a, out=fix, alu0=Alu.IS_LT if b > 0 else Alu.IS_GT, scalar0=0))
+            divisor = float(scalar_arg(ctx, 1, "other"))
+            kb.emit(TensorScalar(inp=a, out=r, alu0=Alu.MOD, scalar0=divisor))
+            kb.emit(TensorScalar(inp=a, out=fix, alu0=Alu.IS_LT if divisor > 0 else Alu.IS_GT, scalar0=0))
         else:
             b = t[1]
             kb.emit(TensorTensor(alu=Alu.MOD, in0=a, in1=b, out=r))
@@ -256,7 +259,7 @@ def _fmod(ctx: LoweringContext) -> None:
         kb.emit(TensorScalar(inp=r, out=tmp, alu0=Alu.NOT_EQUAL, scalar0=0))
         kb.emit(TensorTensor(alu=Alu.LOGICAL_AND, in0=fix, in1=tmp, out=fix))
         if scalar:
-            kb.emit(TensorScalar(inp=fix, out=fix, alu0=Alu.MULTIPLY, scalar0=b))
+            kb.emit(TensorScalar(inp=fix, out=fix, alu0=Alu.MULTIPLY, scalar0=divisor))
         else:
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=fix, in1=b, out=fix))
         kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=r, in1=fix, out=out))

@@ -89,7 +89,8 @@ def _arg_reduce(ctx: LoweringContext, largest: bool, with_values: bool) -> None:
     outs = ctx.call.outputs
     dim = ctx.call.attr("dim")
     if x.ndim == 0:
-        shape, rdims = (1,), [0]
+        shape: tuple[int, ...] = (1,)
+        rdims = [0]
         xm = type(x)((1,), (1,), x.dtype, x.offset)
     else:
         shape = x.shape
@@ -183,8 +184,8 @@ def _emit_arg_all(ctx: LoweringContext, x, rdims: list[int], largest: bool) -> b
         kb.release(ps)
     kb.release(best, bidx, bidx_f)
     if tail:
-        walk = [(tail, fill(0, tail, 1, per * P, tail), per * P, 0)]
-        tb, ti = _scan(kb, 1, walk, x.dtype, vdt, largest, big)
+        tail_walk = [(tail, fill(0, tail, 1, per * P, tail), per * P, 0)]
+        tb, ti = _scan(kb, 1, tail_walk, x.dtype, vdt, largest, big)
         kb.copy(tb, vals.view(P, [(1, 1)]))
         kb.copy(ti, posf.view(P, [(1, 1)]))
         kb.release(tb, ti)

@@ -62,7 +62,7 @@ def _normalized(ctx: LoweringContext, x) -> int:
 def _layer_norm(ctx: LoweringContext) -> None:
     P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
-    x, w, bmeta = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.inputs[2]
+    x, w, bmeta = ctx.call.inputs[0], ctx.call.inputs.optional(1), ctx.call.inputs.optional(2)
     y, mean_o, rstd_o = ctx.call.outputs[:3]
     eps = float(attr(ctx, "eps", 1e-5))
     nd = _normalized(ctx, x)
@@ -113,6 +113,7 @@ def _layer_norm(ctx: LoweringContext) -> None:
             elif w_t is not None:
                 kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tmp, in1=w_t.rows(0, n), out=yt))
             else:
+                assert b_t is not None  # w_t and b_t both None is the branch above
                 kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=b_t.rows(0, n), out=yt))
         store(kb, qout, yt, ctx.outputs[0], y.dtype, t.offsets[1], t.pstrides[1], n, plan.dims(1))
         mo = kb.tile(n, (1,), mean_o.dtype)
@@ -140,15 +141,17 @@ def _layer_norm(ctx: LoweringContext) -> None:
 def _layer_norm_backward(ctx: LoweringContext) -> None:
     P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
-    dy, x, mean, rstd_m, w = ctx.call.inputs[:5]
+    ins = ctx.call.inputs
+    dy, x, mean, rstd_m, w = ins[0], ins[1], ins[2], ins[3], ins.optional(4)
     mask = tuple(attr(ctx, "output_mask", (True, True, True)))
     outs = iter(range(len(ctx.call.outputs)))
-    slot = [next(outs) if m else None for m in mask]
+    slot: list[int | None] = [next(outs) if m else None for m in mask]
+    gi_slot = slot[0]
     nd = _normalized(ctx, x)
     shape = x.shape
     free = list(range(x.ndim - nd, x.ndim))
     h = prod(shape[d] for d in free) if free else 1
-    gi_meta = ctx.call.outputs[slot[0]] if slot[0] is not None else None
+    gi_meta = ctx.call.outputs[gi_slot] if gi_slot is not None else None
     metas = [dy, x, mean, rstd_m] + ([gi_meta] if gi_meta is not None else [])
     plan = row_plan(shape, free, [full_strides(m, shape) for m in metas], [m.offset for m in metas], parts=ctx.spec.partitions)
     qin, qout = queues(kb)
@@ -156,7 +159,8 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
     w_t = _broadcast_row(kb, qin[1], ctx.inputs[4], w, rows0, h) if w is not None else None
     want_w, want_b = slot[1] is not None, slot[2] is not None
     nch = ceil_div(h, P)
-    ones = acc_w = acc_b = None
+    ones: dict[bool, AP] = {}
+    acc_w = acc_b = None
     if want_w or want_b:
         # ones columns for the cross-partition sums: FP32 for FP32 rows, BF16 (exact) for 16-bit dy
         ones = {True: kb.tile(P, (1,), F32), False: kb.tile(P, (1,), DType.bfloat16)}
@@ -201,7 +205,7 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
             pw = kb.tile(n, (h,), F32)
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=dyt, in1=xhat, out=pw))
             tiles.append(pw)
-        if gi_meta is not None:
+        if gi_slot is not None and gi_meta is not None:  # one implies the other
             s1 = kb.tile(n, (1,), F32)
             s2 = kb.tile(n, (1,), F32)
             # few row-sized temporaries: gx also takes the discarded output of the sum, rstd*g - ...
@@ -222,12 +226,12 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
             kb.emit(Activation(func=Act.COPY, inp=xhat, out=xhat, scale=s2))         # - rstd*xhat*mean(g*xhat)
             git = kb.tile(n, (h,), gi_meta.dtype)
             kb.emit(TensorTensor(alu=Alu.ADD, in0=tv, in1=xhat, out=git))
-            store(kb, qout, git, ctx.outputs[slot[0]], gi_meta.dtype, t.offsets[4], t.pstrides[4], n, plan.dims(4))
+            store(kb, qout, git, ctx.outputs[gi_slot], gi_meta.dtype, t.offsets[4], t.pstrides[4], n, plan.dims(4))
             tiles += [s1, s2, gx, git] + ([tv] if tv is not g else [])
         for j in range(nch):
             hc = min(P, h - j * P)
             for acc, src in ((acc_w, pw), (acc_b, dyt if want_b else None)):
-                if acc is None:
+                if acc is None or src is None:  # both or neither: the gradient is not wanted
                     continue
                 # column sums of this tile's rows: src[rows, hc].T @ ones[rows, 1] -> [hc, 1], FP32 in PSUM
                 kb.emit(LoadStationary(src=src.view(j * P, [(1, hc)])))
@@ -245,7 +249,7 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
             held = []
     kb.release(*held)
     for acc, k in ((acc_w, slot[1]), (acc_b, slot[2])):
-        if acc is None:
+        if acc is None or k is None:  # both or neither: the gradient is not wanted
             continue
         meta = ctx.call.outputs[k]
         res = kb.tile(P, (nch,), meta.dtype)
@@ -260,7 +264,7 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
             kb.dma(qout, res.view(full, [(1, 1)], partitions=tail),
                    hbm(ctx.outputs[k], 1, 0, [(1, tail)], meta.dtype, offset=meta.offset + full * P), transpose=True)
         kb.release(res)
-    kb.release(*[t for t in (w_t, acc_w, acc_b) if t is not None], *(ones.values() if ones else ()))
+    kb.release(*[t for t in (w_t, acc_w, acc_b) if t is not None], *ones.values())
 
 
 # --- var / std / var_mean / std_mean -----------------------------------------------------------------

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from ...isa import AP, Act, Activation, Alu, Memset, PartitionReduce, TensorReduce, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
+from ..meta import TensorMeta
 from .common import F32, RowStores, load, queues
 
 CHUNK = 8192
 
 
-def _sum_of(ctx: LoweringContext, n: int, operands: list[tuple[int, object, int]]) -> None:
+def _sum_of(ctx: LoweringContext, n: int, operands: list[tuple[int, TensorMeta, int]]) -> None:
     """out = sum_i prod_k operand_k[i * stride_k] over i < n (operands: (tensor, meta, stride)).
 
     The vector is spread over the partitions (partition p holds elements p * per .. p * per + per - 1,
@@ -121,7 +122,7 @@ def emit_matvec(ctx: LoweringContext, a_slot: int, v_slot: int, bias: int | None
     # beta * bias for every row tile at once: column t holds rows t*P .. t*P + P - 1 (one DMA, not a
     # 4-byte descriptor per row); a broadcast bias is one value on every partition
     bias_cols = None
-    if bm is not None:
+    if bm is not None and bias is not None:  # one implies the other
         T = len(tiles)
         raw = kb.tile(P, (T,), bm.dtype)
         if b_rs:

@@ -48,7 +48,7 @@ def _valid_and_index(ctx, kb, r0, rows, classes, target_idx, q, row_stride=None,
 
 def _row_weight(ctx, kb, rows, tgt_safe_flat, valid, weight_idx, q):
     """valid * weight[target] per row ([rows, 1] fp32)."""
-    w = ctx.call.inputs[weight_idx] if len(ctx.call.inputs) > weight_idx else None
+    w = ctx.call.inputs.optional(weight_idx)
     if w is None:
         return valid
     tgt, classes = tgt_safe_flat

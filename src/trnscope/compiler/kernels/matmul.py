@@ -210,8 +210,8 @@ def plan_blocks(K: int, M: int, N: int, itemsize: int, out_itemsize: int, spec: 
     return best[1]
 
 
-class GemmEpilogue(Protocol):
-    """What :func:`emit_gemm` asks of an epilogue fused into its PSUM evacuation.
+class EpilogueSizing(Protocol):
+    """What :func:`gemm_blocking` reads of an epilogue fused into the gemm's PSUM evacuation.
 
     ``psum_direct``: the epilogue's first instructions read the PSUM banks themselves, so the gemm
     does not evacuate (it still does when there is a bias, an alpha, a stored product or a
@@ -219,9 +219,18 @@ class GemmEpilogue(Protocol):
     ``min_cols``: every block must hold this many columns (whole rows for a row reduction).
     ``bytes_per_col``: SBUF bytes per partition per block column the epilogue's tiles take.
     """
-    psum_direct: bool
-    min_cols: int
-    bytes_per_col: int
+    @property
+    def psum_direct(self) -> bool: ...
+
+    @property
+    def min_cols(self) -> int: ...
+
+    @property
+    def bytes_per_col(self) -> int: ...
+
+
+class GemmEpilogue(EpilogueSizing, Protocol):
+    """What :func:`emit_gemm` asks of an epilogue (its sizing, then its instructions per block)."""
 
     def begin_block(self, b: KernelBuilder, n0: int, ncols: int) -> None: ...
 
@@ -249,7 +258,7 @@ class Bias:
 
 
 def gemm_blocking(K: int, M: int, N: int, dt: DType, odt: DType, spec: HardwareSpec, A: Mat,
-                  bias: Bias | None = None, epilogue: GemmEpilogue | None = None, B: Mat | None = None) -> Blocking:
+                  bias: Bias | None = None, epilogue: EpilogueSizing | None = None, B: Mat | None = None) -> Blocking:
     """The blocking :func:`emit_gemm` uses; raises :class:`AllocationError` when the epilogue cannot fit."""
     kind = bias.kind if bias is not None else None
     per_col = 4 * (2 if kind == "full" else 1) if kind in ("row", "full") else 0
@@ -331,6 +340,8 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
     if K == 0:
         if epilogue is not None:
             raise ValueError("an epilogue needs a product: K must be positive")
+        if out is None:
+            raise ValueError("a gemm without an epilogue writes its product: out is required")
         _fill_bias_only(b, out, M, N, bias)
         return
     if auto_cast:
@@ -375,8 +386,8 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
 
     def biases(m_abs: int, mp: int, n0: int, ncols: int, row_bias: AP | None):
         """(col bias tile, full bias tile, per-slice bias AP getter) of one output tile."""
-        col_bias = _load_col_bias(b, bias, m_abs, mp) if kind in ("col", "scalar") else None
-        full_bias = _load_full_bias(b, bias, m_abs, mp, n0, ncols) if kind == "full" else None
+        col_bias = _load_col_bias(b, bias, m_abs, mp) if bias is not None and kind in ("col", "scalar") else None
+        full_bias = _load_full_bias(b, bias, m_abs, mp, n0, ncols) if bias is not None and kind == "full" else None
         wide = row_bias if row_bias is not None else full_bias
 
         def at(s0: int, w: int) -> AP | None:
@@ -386,7 +397,7 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
     def finish(m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP | None,
                slices: list[tuple[int, int]], row_bias: AP | None) -> None:
         """The product of rows m_abs.. is complete in ``banks`` (+ ``acc``): bias, alpha, store, epilogue."""
-        if direct:
+        if direct and epilogue is not None:  # direct implies an epilogue
             epilogue.tile(b, m_abs, mp, n0, ncols, banks, slices)
             return
         stage = stages[bufs.turn("stage", len(stages))]
@@ -434,8 +445,8 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
         slices = [(s0, min(mv, ncols - s0)) for s0 in range(0, ncols, mv)]
         if epilogue is not None:
             epilogue.begin_block(b, n0, ncols)
-        rhs = None
-        row_bias = _load_row_bias(b, bias, n0, ncols, min(mt, M)) if kind == "row" else None
+        rhs: list[AP] | None = None
+        row_bias = _load_row_bias(b, bias, n0, ncols, min(mt, M)) if bias is not None and kind == "row" else None
         for m0 in range(0, M, blk.mb):
             mcols = min(blk.mb, M - m0)
             mtiles = [(mt0, min(mt, mcols - mt0)) for mt0 in range(0, mcols, mt)]
@@ -445,6 +456,7 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
                 new_rhs = multi or m0 == 0
                 if new_rhs:
                     rhs = rhs_bufs[bufs.turn("rhs")]
+                assert rhs is not None  # loaded at m0 == 0
                 lhs = lhs_bufs[bufs.turn("lhs")]
                 for kt in range(kt0, kt1):
                     load_lhs(lhs, m0, mcols, kt, kt + 1, kt0)
@@ -462,6 +474,7 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
                     if last:
                         finish(m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
                         continue
+                    assert acc is not None  # not the last chunk: several, so an accumulator
                     accumulate(c, m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
         if row_bias is not None:
             b.release(row_bias)

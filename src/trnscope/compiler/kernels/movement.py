@@ -196,7 +196,7 @@ def _fill_scalar(ctx: LoweringContext) -> None:
 
 @lowering("aten::fill_.Tensor", "aten::fill.Tensor", scalars=("value",))
 def _fill_tensor(ctx: LoweringContext) -> None:
-    if ctx.call.inputs[1] is None:  # a 0-dim CPU tensor: a value
+    if ctx.call.inputs.optional(1) is None:  # a 0-dim CPU tensor: a value
         _fill(ctx, value=ctx.scalar("value", 0))
     else:
         _fill(ctx, value_input=1)

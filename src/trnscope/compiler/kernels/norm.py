@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from math import prod
 
-from ...isa import Act, Activation, Alu, DType, TensorScalar, TensorTensor, hbm
+from ...isa import AP, Act, Activation, Alu, DType, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
 
 EPS_BY_DTYPE = {DType.float32: 1.1920928955078125e-07, DType.bfloat16: 0.0078125, DType.float16: 0.0009765625}
@@ -22,7 +22,7 @@ def _rms_norm(ctx: LoweringContext) -> None:
     P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     x, out = ctx.call.inputs[0], ctx.call.outputs[0]
-    w = ctx.call.inputs[1] if len(ctx.call.inputs) > 1 else None
+    w = ctx.call.inputs.optional(1)
     normalized = ctx.call.attr("normalized_shape") or ctx.call.attr("arg1") or (x.shape[-1],)
     eps = ctx.call.attr("eps")
     if eps is None:
@@ -37,7 +37,7 @@ def _rms_norm(ctx: LoweringContext) -> None:
         w_tile = kb.tile(P, (h,), w.dtype)
         kb.dma(q_w, hbm(ctx.inputs[1], min(P, rows), 0, [(1, h)], w.dtype, offset=w.offset), w_tile.rows(0, min(P, rows)))
     inv_sqrt_h = 1.0 / math.sqrt(h)
-    held = []
+    held: list[AP] = []
     for r0 in range(0, rows, P):
         n = min(P, rows - r0)
         xt = kb.tile(n, (h,), x.dtype)

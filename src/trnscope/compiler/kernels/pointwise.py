@@ -15,7 +15,7 @@ import math
 
 from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
-from ..lowering import LoweringContext, OpCall, lowering
+from ..lowering import HbmInputs, LoweringContext, OpCall, lowering
 from ..meta import TensorMeta
 from ..scalars import ScalarArg
 from .common import F32, attr
@@ -208,7 +208,7 @@ def _glu(ctx: LoweringContext) -> None:
     a = TensorMeta(shape, x.stride, x.dtype, x.offset)
     b = TensorMeta(shape, x.stride, x.dtype, x.offset + half * x.stride[dim])
     views = LoweringContext(OpCall(ctx.call.name, (a, b), ctx.call.outputs, ctx.call.attrs), ctx.kb,
-                            [ctx.inputs[0], ctx.inputs[0]], ctx.outputs, ctx.label)
+                            HbmInputs((ctx.inputs[0], ctx.inputs[0])), ctx.outputs, ctx.label)
 
     def compute(kb, t, out):
         s = temp(kb, out)
@@ -528,7 +528,7 @@ def _rsub(ctx: LoweringContext) -> None:
 
 @lowering("aten::pow.Scalar", scalars=("self",))
 def _pow_scalar_base(ctx: LoweringContext) -> None:
-    base = ctx.scalar("self")
+    base = ctx.required_scalar("self")
     emit_map(ctx, [0], lambda kb, t, out: _ts(kb, t[0], out, Alu.POW, base.operand(t[0]), reverse0=True))
 
 

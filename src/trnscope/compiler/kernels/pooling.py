@@ -129,7 +129,7 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
                 off = sum(ai * dil[d] * est[d] for d, ai in enumerate(a))
                 return _views(base, off, [s[d] * est[d] for d in range(nsp)], osz)
 
-            offsets = [()]
+            offsets: list[tuple[int, ...]] = [()]
             for d in range(nsp):
                 offsets = [a + (i,) for a in offsets for i in range(k[d])]
             accv = _views(acc, 0, ost, osz)
@@ -187,6 +187,7 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
                     kb.emit(TensorTensor(alu=Alu.LOGICAL_OR, in0=upd, in1=nan, out=upd))
                     kb.emit(Select(pred=updv, on_true=cand, on_false=accv, out=accv))
                     kb.emit(Select(pred=upd, on_true=pos, on_false=bidx, out=bidx))
+                assert idx_out is not None  # max pooling returns its indices
                 io = tile(n_out, idx_out.dtype)
                 kb.copy(bidx, io)
                 _store_plane(kb, qout, io, ctx.outputs[1], idx_out, t, 2, nsp, o0, osz)

@@ -4,7 +4,7 @@ model built on the device (``nn.Linear(..., device="neuron")``) runs here."""
 
 from __future__ import annotations
 
-from ...isa import Random, hbm
+from ...isa import AP, Random, hbm
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
 from ..tiling import plan_tiles
@@ -15,7 +15,7 @@ def _emit_random(ctx: LoweringContext, dist: str, a: float, b: float) -> None:
     kb = ctx.kb
     out: TensorMeta = ctx.call.outputs[0]
     q_out = kb.queue("qSyncIO2", "output")
-    held = []
+    held: list[AP] = []
     for i, t in enumerate(plan_tiles(out.shape, [out.stride], MAX_COLS)):
         tile = kb.tile(t.rows, (t.cols,), out.dtype)
         kb.emit(Random(out=tile, dist=dist, a=a, b=b, seed=i))

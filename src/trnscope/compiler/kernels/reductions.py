@@ -273,7 +273,7 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
     """sum (or mean) over every element of ``compute(kb, tiles, out)`` into the 0-dim output."""
     P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
-    metas: list[TensorMeta] = [ctx.call.inputs[k] for k in operands]  # type: ignore[misc]
+    metas = [ctx.call.inputs[k] for k in operands]
     out = ctx.call.outputs[0]
     shape = _broadcast_shape([m.shape for m in metas])
     n = prod(shape)
@@ -379,7 +379,7 @@ def _huber_loss(ctx: LoweringContext) -> None:
 @lowering("aten::binary_cross_entropy")
 def _binary_cross_entropy(ctx: LoweringContext) -> None:
     # ATen: (y - 1) * max(log1p(-x), -100) - y * max(log(x), -100), times the weight
-    weighted = len(ctx.call.inputs) > 2 and ctx.call.inputs[2] is not None
+    weighted = ctx.call.inputs.optional(2) is not None
 
     def compute(kb, t, out):
         x, y = t[0], t[1]

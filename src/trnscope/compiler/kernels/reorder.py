@@ -142,7 +142,7 @@ def _scan(ctx: LoweringContext, alu: Alu, log_exp: bool = False) -> None:
             kb.emit(TensorScan(alu=alu, inp=src, out=acc))
             if carry is not None:
                 kb.emit(TensorScalar(inp=acc, out=acc, alu0=alu, scalar0=carry))
-            if log_exp:
+            if nmax is not None:  # log_exp: the shift of this chunk
                 kb.emit(Activation(func=Act.LOG, inp=acc, out=acc))
                 kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.SUBTRACT, scalar0=nmax))
             ot = kb.tile(rows, (w,), out.dtype)

@@ -97,6 +97,7 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
                 kb.copy(raw, vt)
                 kb.release(raw)
             else:
+                assert value is not None, "a 'set' scatter without a source takes value or value_input"
                 kb.emit(Memset(out=vt, value=float(value)))
             consts["value"] = vt
     else:
@@ -133,7 +134,7 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
                                      scalar1=float(K)))
                 kb.emit(TensorTensor(alu=Alu.ADD, in0=idx, in1=neg, out=idx))
             src = None
-            if src_strides is not None:
+            if src_m is not None:  # src_strides given
                 src = tile(w, src_m.dtype)
                 load(kb, qin[1], ctx.inputs[2], src_m.dtype, t.offsets[1] + j0 * fst[1], t.pstrides[1], rows,
                      [(fst[1], w)], src)
@@ -145,13 +146,16 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
 
         spans = [(j0, min(jc, J - j0)) for j0 in range(0, J, jc)]
         preloaded = [load_chunk(j0, w) for j0, w in spans] if J <= PRELOAD else None
-        tile_made, kheld = made, []
+        tile_made = made
+        kheld: list[AP] = []
         for k0 in range(0, K, kc):
             made = []
             n = min(kc, K - k0)
             kpos = tile(n, F32)
             kb.emit(Iota(out=kpos, base=k0, coefs=(1,)))
-            acc = cnt = best = None
+            acc: AP | None = None
+            cnt: AP | None = None
+            best: AP | None = None
             prev: list[AP] = []   # the previous j chunk's temporaries, released one chunk late
             for ci, (j0, w) in enumerate(spans):
                 cur: list[AP] = []
@@ -176,7 +180,7 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
                     else:
                         kb.emit(TensorTensor(alu=Alu.ADD, in0=cnt, in1=c, out=cnt))
                 if mode == "set":
-                    if src is None:
+                    if src is None or jpos is None:  # both or neither: value / value_input is the source
                         continue
                     # the last matching j, then the source value there
                     pg = mask(n * w)
@@ -193,7 +197,7 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
                                    out=sel.view(0, [(w, n), (1, w)])))
                     val = tile(n, vdt)
                     kb.emit(TensorReduce(alu=Alu.MAX, inp=sel.view(0, [(w, n), (1, w)]), out=val))
-                    if best is None:
+                    if best is None or acc is None:  # both or neither: the first chunk
                         best, acc = pos, val
                     else:
                         upd = tile(n, F32)
@@ -201,6 +205,7 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
                         kb.emit(TensorTensor(alu=Alu.MAX, in0=best, in1=pos, out=best))
                         kb.emit(Select(pred=upd, on_true=val, on_false=acc, out=acc))
                     continue
+                assert src is not None, "a scatter reduction has a source"
                 sel = mask(n * w, vdt)
                 kb.emit(Select(pred=grid, on_true=bcast_j(src, n, w),
                                on_false=consts["ident"].rows(0, rows).view(0, [(0, n), (0, w)]),
@@ -213,21 +218,24 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
                     kb.emit(TensorTensor(alu=_ALU[mode], in0=acc, in1=part, out=acc))
             made += prev
             # combine with self
-            cur = tile(n, self_m.dtype)
+            selft = tile(n, self_m.dtype)
             load(kb, qin[1], ctx.inputs[0], self_m.dtype, t.offsets[2] + k0 * s_stride[dim], t.pstrides[2], rows,
-                 [(s_stride[dim], n)], cur)
+                 [(s_stride[dim], n)], selft)
             res = tile(n, vdt)
             if mode == "set":
                 hit = tile(n, F32)
                 if src_strides is None:
+                    assert cnt is not None  # need_count holds
                     kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
                     acc = consts["value"].rows(0, rows).view(0, [(0, n)])
                 else:
+                    assert best is not None and acc is not None  # J > 0: at least one j chunk
                     kb.emit(TensorScalar(inp=best, out=hit, alu0=Alu.IS_GE, scalar0=0.0))
-                kb.emit(Select(pred=hit, on_true=acc, on_false=cur, out=res))
+                kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
             elif mode == "mean":
+                assert acc is not None and cnt is not None  # J > 0; need_count holds
                 if include_self:
-                    kb.emit(TensorTensor(alu=Alu.ADD, in0=acc, in1=cur, out=acc))
+                    kb.emit(TensorTensor(alu=Alu.ADD, in0=acc, in1=selft, out=acc))
                     kb.emit(TensorScalar(inp=cnt, out=cnt, alu0=Alu.ADD, scalar0=1.0))
                 else:
                     hit = tile(n, F32)
@@ -239,16 +247,18 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
                 if include_self:
                     kb.copy(acc, res)
                 else:
-                    kb.emit(Select(pred=hit, on_true=acc, on_false=cur, out=res))
+                    kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
             else:
+                assert acc is not None  # J > 0: at least one j chunk
                 if alpha != 1.0:
                     kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
                 if include_self:
-                    kb.emit(TensorTensor(alu=_ALU[mode], in0=cur, in1=acc, out=res))
+                    kb.emit(TensorTensor(alu=_ALU[mode], in0=selft, in1=acc, out=res))
                 else:
+                    assert cnt is not None  # need_count holds
                     hit = tile(n, F32)
                     kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
-                    kb.emit(Select(pred=hit, on_true=acc, on_false=cur, out=res))
+                    kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
             ot = tile(n, out.dtype)
             kb.copy(res, ot)
             store(kb, qout, ot, ctx.outputs[0], out.dtype, t.offsets[3] + k0 * o_stride[dim], t.pstrides[3], rows,
@@ -352,7 +362,11 @@ def _elements_by_dma(ctx: LoweringContext, mode: str, dim: int, shape: tuple[int
                 load(kb, qin[1], ctx.inputs[2], src_m.dtype, t.offsets[1] + j0 * fst[1], t.pstrides[1], r,
                      [(fst[1], w)], st)
                 made.append(st)
-            src_ap = st if src_m is not None else vt.rows(0, r).view(0, [(1, w)])
+            if src_m is not None:
+                src_ap = st
+            else:
+                assert vt is not None  # made above when there is no source
+                src_ap = vt.rows(0, r).view(0, [(1, w)])
             kb.emit(DmaScatter(queue=q_sc, src=src_ap, index=addr, table=table, accumulate=mode == "sum"))
             kb.release(*held)
             held = made
@@ -467,6 +481,7 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, 
             vm = ctx.call.inputs[value_input]
             kb.dma(q_idx, hbm(ctx.inputs[value_input], P, 0, [(1, 1)], vm.dtype, offset=vm.offset), fill)
         else:
+            assert value is not None, "a 'set' without a source takes value or value_input"
             kb.emit(Memset(out=fill, value=float(value)))
     held: list[AP] = []
     lag: list[AP] = []
@@ -486,7 +501,7 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, 
             shape_dims = odims[:-1] + [(odims[-1][0], w)]
             n = prod(sz for _, sz in shape_dims)
             cur = []
-            if source:
+            if src_m is not None and sdims is not None:  # source
                 sd = sdims[:-1] + [(sdims[-1][0], w)]
                 st = kb.tile(rows, (n,), src_m.dtype)
                 kb.dma(q_in, hbm(ctx.inputs[2], rows, src_m.stride[dim], sd, src_m.dtype,
@@ -498,6 +513,7 @@ def _slices_by_dma(ctx: LoweringContext, mode: str, dim: int, index: tuple[int, 
                     cur.append(sc)
                     st = sc
             else:
+                assert fill is not None  # made above when there is no source
                 st = kb.tile(rows, (n,), out.dtype)
                 kb.copy(fill.rows(0, rows).view(0, [(0, n)]), st)
                 cur.append(st)
@@ -554,7 +570,7 @@ def _index_fill_scalar(ctx: LoweringContext) -> None:
 
 @lowering("aten::index_fill.int_Tensor", "aten::index_fill_.int_Tensor")
 def _index_fill_tensor(ctx: LoweringContext) -> None:
-    if ctx.call.inputs[2] is None:
+    if ctx.call.inputs.optional(2) is None:
         _slices(ctx, "set", source=False, value=attr(ctx, "value", 0))
     else:
         _slices(ctx, "set", source=False, value_input=2)

@@ -14,7 +14,7 @@ the row sum over chunks, then each chunk's gradient from its inputs read again.
 
 from __future__ import annotations
 
-from ...isa import Act, Activation, Alu, TensorReduce, TensorScalar, TensorTensor
+from ...isa import AP, Act, Activation, Alu, TensorReduce, TensorScalar, TensorTensor
 from ..lowering import LoweringContext, lowering
 from .common import (
     F32, FLT_MAX, Operand, attr, emit_rows, free_pieces, full_strides, load, queues, row_plan, scratch, store,
@@ -95,7 +95,7 @@ def _softmax_two_pass(ctx: LoweringContext, dim: int, log: bool, safe: bool) -> 
         total = kb.tile(rows, (1,), F32)  # running sum of exp(x - max)
         part = kb.tile(rows, (1,), F32)
         corr = kb.tile(rows, (1,), F32)
-        held = []
+        held: list[AP] = []
         for j, (c0, w) in enumerate(chunks):
             xt = kb.tile(rows, (w,), x.dtype)
             load(kb, qin[j % 2], ctx.inputs[0], x.dtype, t.offsets[0] + c0 * cx, t.pstrides[0], rows, [(cx, w)], xt)

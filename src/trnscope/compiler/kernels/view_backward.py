@@ -6,7 +6,7 @@ HBM tracking orders the copy after the fill wherever they overlap."""
 from __future__ import annotations
 
 from ...isa import Act, Activation, Memset, hbm
-from ..lowering import LoweringContext, OpCall, lowering
+from ..lowering import HbmInputs, LoweringContext, OpCall, lowering
 from ..meta import TensorMeta
 from ..tiling import plan_tiles
 from .elementwise import MAX_COLS, emit_map
@@ -34,7 +34,7 @@ def emit_fill(ctx: LoweringContext, value: float, out_index: int = 0) -> None:
 
 def _copy_into_window(ctx: LoweringContext, window: TensorMeta) -> None:
     sub = LoweringContext(OpCall(ctx.call.name, (ctx.call.inputs[0],), (window,), ctx.call.attrs), ctx.kb,
-                          [ctx.inputs[0]], [ctx.outputs[0]], ctx.label)
+                          HbmInputs((ctx.inputs[0],)), [ctx.outputs[0]], ctx.label)
     emit_map(sub, [0], lambda kb, t, out: kb.emit(Activation(func=Act.COPY, inp=t[0], out=out)))
 
 
