@@ -17,6 +17,7 @@ NeuronCore is in use, so that tensors on ``neuron:1`` and above can take part in
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import torch
 
@@ -27,7 +28,7 @@ from ._core import CORE as _cpp
 BACKEND = "neuron"
 _state = threading.local()
 # called the first time a thread makes a core other than 0 current (see .accelerator)
-on_other_core = None
+on_other_core: Callable[[], object] | None = None
 
 
 def device_count() -> int:

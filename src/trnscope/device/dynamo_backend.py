@@ -46,7 +46,9 @@ class CompileCounters:
     reasons: list[str] = field(default_factory=list)
 
     def reset(self) -> None:
-        self.__init__()
+        fresh = CompileCounters()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
 
 
 COUNTERS = CompileCounters()

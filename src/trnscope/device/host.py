@@ -291,15 +291,15 @@ def _as_tensors(info: _OpInfo, names: frozenset, args: tuple, kwargs: dict):
             return torch.tensor(v, dtype=torch.complex128 if has_complex else None)
         return torch.tensor(v)
 
-    args = list(args)
+    listed = list(args)
     kwargs = dict(kwargs)
     for i, name in info.tensor_args:
         if name in names:
-            if i < len(args):
-                args[i] = conv(args[i])
+            if i < len(listed):
+                listed[i] = conv(listed[i])
             else:
                 kwargs[name] = conv(kwargs[name])
-    return tuple(args), kwargs
+    return tuple(listed), kwargs
 
 
 def _run_on_host(op, info: _OpInfo, call, hargs: tuple, hkwargs: dict, kwargs: dict, device: int | None):

@@ -158,7 +158,7 @@ def _take_pooled(size: int, device: int):
 def _evict(budget: int) -> list:
     """Take the buffers cached longest ago out of the cache until it holds ``budget`` bytes (lock held)."""
     global _pooled_total
-    out = []
+    out: list[tuple] = []
     while _pooled_total > budget:
         key = min((k for k, v in _pool.items() if v), key=lambda k: _pool[k][0][0])
         _, holder, host = _pool[key].pop(0)
@@ -171,7 +171,7 @@ def _evict(budget: int) -> list:
 def _drain(device: int | None = None) -> list:
     """Take every cached buffer (of ``device``) out of the cache (lock held by the caller)."""
     global _pooled_total
-    out = []
+    out: list[tuple] = []
     for key in [k for k in _pool if device is None or k[0] == device]:
         entries = _pool.pop(key)
         out.extend((holder, host) for _, holder, host in entries)
@@ -602,7 +602,10 @@ def pinned_storage(nbytes: int) -> torch.UntypedStorage:
     array = np.empty(max(nbytes, 1), dtype=np.uint8)
     storage = torch.from_numpy(array)[:nbytes].untyped_storage()
     ptr = array.ctypes.data
-    ref = weakref.ref(array, lambda _r, ptr=ptr: _unpin(ptr))
+    def unpin(_ref: object, ptr: int = ptr) -> None:
+        _unpin(ptr)
+
+    ref = weakref.ref(array, unpin)
     with _lock:
         _pinned[ptr] = (nbytes, ref)
         _pinned_stats["current"] += nbytes

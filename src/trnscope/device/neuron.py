@@ -81,10 +81,9 @@ class device:
             self.prev_idx = _devices.set_current(self.idx)
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         if self.idx >= 0:
             _devices.set_current(self.prev_idx)
-        return False
 
 
 class device_of(device):

@@ -23,6 +23,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -65,7 +66,7 @@ def _mask():
 
 
 # ops whose representative call a schema cannot build: name -> (args, kwargs) factory
-CALLS = {
+CALLS: dict[str, Callable[[], tuple[tuple, dict]]] = {
     "aten::mm": lambda: ((_bf(MM, MM), _bf(MM, MM)), {}),
     "aten::bmm": lambda: ((_bf(8, 1024, 1024), _bf(8, 1024, 1024)), {}),
     "aten::addmm": lambda: ((_bf(MM), _bf(MM, MM), _bf(MM, MM)), {}),
@@ -99,9 +100,6 @@ CALLS = {
     "aten::nll_loss_forward": lambda: ((_m(N, 32000), _idx(N, 32000), None, 1, -100), {}),
     "aten::nll_loss_backward": lambda: ((_m(()), _m(N, 32000), _idx(N, 32000), None, 1, -100, _m(())), {}),
     "aten::native_layer_norm": lambda: ((_x(), [N], _m(N), _m(N), 1e-5), {}),
-    "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
-                           "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
-                           "neither hides the other",
     "aten::native_layer_norm_backward": lambda: ((_x(), _x(), [N], _m(N, 1), _m(N, 1), _m(N), _m(N),
                                                   [True, True, True]), {}),
     "aten::rms_norm": lambda: ((_x(), [N], _m(N), 1e-6), {}),
@@ -187,7 +185,7 @@ def build_call(name: str):
     if name in CALLS:
         args, kwargs = CALLS[name]()
         return op, args, kwargs
-    args = []
+    values = []
     for a in op._schema.arguments:
         if a.kwarg_only:
             continue
@@ -196,8 +194,8 @@ def build_call(name: str):
         v = _value(a.type, a.name)
         if v is None and a.type.kind() != "OptionalType":
             return None
-        args.append(v)
-    return op, tuple(args), {}
+        values.append(v)
+    return op, tuple(values), {}
 
 
 @dataclass
@@ -397,7 +395,7 @@ def _note(op: str, worst: float, bottleneck: str, rows: dict) -> str:
 
 
 def markdown(rows: list[Row], seconds: float) -> str:
-    by = {}
+    by: dict[str, dict[str, Row]] = {}
     for r in rows:
         by.setdefault(r.op, {})[r.target] = r
     timed = [r for r in rows if not r.error]
@@ -435,12 +433,13 @@ def markdown(rows: list[Row], seconds: float) -> str:
         shape = limit = bottleneck = ""
         worst = 0.0
         for t in TARGETS:
-            r = by[op].get(t)
-            if r is None or r.error:
+            found = by[op].get(t)
+            if found is None or found.error:
                 cells.append("| | | |")
-                if r is not None and t == TARGETS[-1]:
-                    errors.append(f"- `{op}`: {r.error}")
+                if found is not None and t == TARGETS[-1]:
+                    errors.append(f"- `{op}`: {found.error}")
                 continue
+            r = found
             shape, limit = r.shape, r.limit
             if r.ratio > worst:
                 worst, bottleneck = r.ratio, r.bottleneck
