@@ -54,6 +54,11 @@ def copy_region(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst:
     if prod(shape) == 0:
         return
     cshape, (cs, cd) = coalesce(tuple(shape), [tuple(s_st), tuple(d_st)])
+    if prod(cshape) > 1 and not any(cs):
+        # one value read everywhere (an expanded scalar, e.g. the gradient of a sum): built once on
+        # chip and stored as rows, not one 4-byte descriptor per element through SBUF
+        fill_region(kb, dst_t, dst, d_off, source=(src_t, src))
+        return
     inner_ok = cs[-1] == 1 and cd[-1] == 1 and cshape[-1] * dst.dtype.itemsize >= 512
     if _dma_castable(src.dtype, dst.dtype) and (inner_ok or prod(cshape) <= 4096):
         q = queue if queue is not None else kb.queue("qSyncIO0", "input")
@@ -160,32 +165,45 @@ def _lower_stack(ctx: LoweringContext) -> None:
 # --- fills -----------------------------------------------------------------------------------------------
 
 def _fill(ctx: LoweringContext, value=None, value_input: int | None = None) -> None:
-    kb = ctx.kb
     out = ctx.call.outputs[0]
-    shape = out.shape if out.ndim else (1,)
-    strides = out.stride if out.ndim else (1,)
+    if value_input is None:
+        fill_region(ctx.kb, ctx.outputs[0], out, out.offset, value=value)
+    else:
+        fill_region(ctx.kb, ctx.outputs[0], out, out.offset, source=(ctx.inputs[value_input], ctx.call.inputs[value_input]))
+
+
+def fill_region(kb: KernelBuilder, dst_t: int, dst: TensorMeta, dst_offset: int, value: ScalarArg | None = None,
+                source: tuple[int, TensorMeta] | None = None) -> None:
+    """dst (its shape and strides, from ``dst_offset``) = one value everywhere: a scalar argument
+    (``value``) or the first element of an HBM tensor (``source``: its tensor id and meta), cast
+    to dst's dtype. One SBUF tile of the value is built once (Memset, or the element loaded onto
+    every partition and broadcast along the free dim by ScalarE) and DMAed to every block of dst,
+    so the descriptors are rows of the output, never one per element."""
+    shape = dst.shape if dst.ndim else (1,)
+    strides = dst.stride if dst.ndim else (1,)
     tiles = plan_tiles(tuple(shape), [tuple(strides)], MAX_COLS)
     if not tiles:
         return
     width = max(t.cols for t in tiles)
     rows = max(t.rows for t in tiles)
-    const = kb.tile(rows, (width,), out.dtype)
-    if value_input is None and not value.runtime:
+    const = kb.tile(rows, (width,), dst.dtype)
+    if source is None and value is not None and not value.runtime:
         kb.emit(Memset(out=const, value=float(value.known)))
-    elif value_input is None:  # a runtime value: its tile, in the output's dtype, copied out along the rows
+    elif source is None and value is not None:  # a runtime value: its tile, in dst's dtype, copied out along the rows
         kb.emit(Activation(func=Act.COPY, inp=value.broadcast(const), out=const))
-    else:
-        vm = ctx.call.inputs[value_input]
+    elif source is not None:
+        src_t, vm = source
         col = kb.tile(rows, (1,), vm.dtype)
-        kb.dma(kb.queue("qSyncIO0", "input"), hbm(ctx.inputs[value_input], rows, 0, [(1, 1)], vm.dtype,
-                                                 offset=vm.offset), col)
+        kb.dma(kb.queue("qSyncIO0", "input"), hbm(src_t, rows, 0, [(1, 1)], vm.dtype, offset=vm.offset), col)
         kb.emit(Activation(func=Act.COPY, inp=col.view(0, [(0, width)]), out=const))
         kb.release(col)
+    else:
+        raise ValueError("fill_region needs a value or a source tensor")
     qs = [kb.queue(f"qSyncIO{i}", "output") for i in (2, 3)]
     for i, t in enumerate(tiles):
         o = t.operands[0]
         kb.dma(qs[i % 2], const.view(0, [(1, t.cols)], partitions=t.rows),
-               hbm(ctx.outputs[0], t.rows, o.pstride, [(o.cstride, t.cols)], out.dtype, offset=out.offset + o.offset))
+               hbm(dst_t, t.rows, o.pstride, [(o.cstride, t.cols)], dst.dtype, offset=dst_offset + o.offset))
     kb.release(const)
 
 
