@@ -29,6 +29,7 @@ from .common import F32, attr, load, queues, row_plan, store
 MAX_COLS = 2048
 DMA_RUN = 4096     # elements per descriptor row of a long contiguous HBM->HBM copy
 ROW_PIECE = 8192   # elements of one gathered row moved per indirect DMA
+SPAN_BYTES = 16 * 1024  # per partition: the widest row span a strided copy reads whole (a twelfth of SBUF's)
 
 
 def _dma_castable(src: DType, dst: DType) -> bool:
@@ -62,19 +63,42 @@ def copy_region(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst:
     inner_ok = cs[-1] == 1 and cd[-1] == 1 and cshape[-1] * dst.dtype.itemsize >= 512
     if _dma_castable(src.dtype, dst.dtype) and (inner_ok or prod(cshape) <= 4096):
         q = queue if queue is not None else kb.queue("qSyncIO0", "input")
+        # at LNC=2 each block's rows are cut in one piece per physical core: a single DMA is one
+        # store, run by one core's DMA engines at half the pair's bandwidth (compiler/lnc.py)
+        pieces = kb.spec.lnc
         for so, do, blk, ks, kd in _dma_blocks(cshape, cs, cd):
             sdims = [(st, sz) for st, sz in zip(ks[1:], blk[1:])] or [(1, 1)]
             ddims = [(st, sz) for st, sz in zip(kd[1:], blk[1:])] or [(1, 1)]
-            kb.dma(q, hbm(src_t, blk[0], ks[0], sdims, src.dtype, offset=src.offset + so),
-                   hbm(dst_t, blk[0], kd[0], ddims, dst.dtype, offset=d_off + do))
+            cut = -(-blk[0] // pieces)
+            for r0 in range(0, blk[0], cut):
+                rows = min(cut, blk[0] - r0)
+                kb.dma(q, hbm(src_t, rows, ks[0], sdims, src.dtype, offset=src.offset + so + r0 * ks[0]),
+                       hbm(dst_t, rows, kd[0], ddims, dst.dtype, offset=d_off + do + r0 * kd[0]))
         return
     qin, qout = queues(kb)
     held: list[AP] = []
-    for t in plan_tiles(tuple(shape), [tuple(d_st), tuple(s_st)], MAX_COLS):
+    isz = src.dtype.itemsize
+    # a source with no contiguous dim read with a small element step (x[:, ::2], the even/odd halves
+    # of interleaved RoPE): one 4-byte descriptor per element costs what a knee-sized one does, so
+    # each row's whole span is read with long descriptors and every step-th element picked on chip
+    # (the span capped in SBUF). A source with a contiguous dim is left to the planner (DMA transpose).
+    inner = min(cs)
+    step = inner if 1 < inner and inner * isz < kb.spec.dma_descriptor_knee_bytes else 0
+    max_cols = min(MAX_COLS, max(1, SPAN_BYTES // (step * isz))) if step else MAX_COLS
+    for t in plan_tiles(tuple(shape), [tuple(d_st), tuple(s_st)], max_cols):
         o, s = t.operands
-        xt = kb.tile(t.rows, (t.cols,), src.dtype)
-        load(kb, qin[0], src_t, src.dtype, src.offset + s.offset, s.pstride, t.rows, [(s.cstride, t.cols)], xt)
-        if src.dtype == dst.dtype:
+        if step and s.cstride == step and t.cols > 1:
+            span = (t.cols - 1) * step + 1
+            wide = kb.tile(t.rows, (span,), src.dtype)
+            load(kb, qin[0], src_t, src.dtype, src.offset + s.offset, s.pstride, t.rows, [(1, span)], wide)
+            ot = kb.tile(t.rows, (t.cols,), dst.dtype)
+            kb.emit(Activation(func=Act.COPY, inp=wide.view(0, [(step, t.cols)]), out=ot))
+            kb.release(wide)
+            xt = ot
+        else:
+            xt = kb.tile(t.rows, (t.cols,), src.dtype)
+            load(kb, qin[0], src_t, src.dtype, src.offset + s.offset, s.pstride, t.rows, [(s.cstride, t.cols)], xt)
+        if xt.dtype == dst.dtype:
             ot = xt
         else:
             ot = kb.tile(t.rows, (t.cols,), dst.dtype)
