@@ -473,3 +473,43 @@ def test_a_deferred_observer_gets_the_cpp_eager_paths_executions_late_with_their
     assert all(e[3] >= 2 * a.nbytes and e[4] == threading.get_native_id() for e in late)
     assert [e for e in watcher.events if e[0] == "now"] and "begin" in watcher.events
     assert len(rt.records) == kept
+
+
+@cpp_only
+def test_a_profiling_session_keeps_warm_ops_in_cpp_and_records_only_the_users_ops(tmp_path):
+    """Under torch.profiler with NeuronConfig(DEVICE, RUNTIME), warm ops stay on the C++ eager path
+    (no call goes to Python), and Kineto records each user op and its dispatch span, nothing else:
+    the ATen calls the host numerics make (mean's CPU kernel calls sum and div_) stay out whether
+    the plan was first served unprofiled (where it learns that its kernel calls other ops) or
+    inside the session (not known yet: kept out anyway)."""
+    import collections
+    import warnings
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from trnscope.profiling import NeuronConfig, ProfileMode
+
+    def naive(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    x, w = torch.randn(8, 64).to("neuron"), torch.randn(64).to("neuron")
+    y = torch.randn(4, 32).to("neuron")
+    for _ in range(3):
+        naive(x, w)
+    cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                     experimental_config=cfg) as prof:
+            hot, cold = _core.CORE.counters()
+            for _ in range(3):
+                naive(x, w)
+            after = _core.CORE.counters()
+            for _ in range(3):
+                y.mean(-1)  # a new signature: its first call learns the plan, the next two are served in C++
+            torch.neuron.synchronize()
+    assert after[1] == cold and after[0] - hot == 18
+    names = collections.Counter(e.name().split("#")[0] for e in prof.profiler.kineto_results.events()
+                                if e.device_type() == torch.autograd.DeviceType.CPU)
+    assert names == {"aten::mul": 6, "aten::pow": 3, "aten::mean": 6, "aten::add": 3, "aten::rsqrt": 3,
+                     "trnscope::dispatch": 21}

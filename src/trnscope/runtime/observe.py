@@ -34,10 +34,12 @@ so it cannot emit these events as they happen. What it may do is declared per ob
   place of ``dispatch_begin``/``dispatch_end`` it brackets each op it serves with a span of its own,
   a PyTorch ``RecordFunction`` named ``trnscope::dispatch#<n>`` (the profiler's span name,
   ``trnscope.profiling.correlate.SPAN_PREFIX``; ``n`` from :func:`next_span`, which the Python
-  path's observers number their spans from too), RecordFunction switched off inside. Its executions
-  are kept and delivered later through :meth:`Observer.deferred_execution`, each with the number of
-  the span it was made in: at the latest before the observers change (so an observer gets exactly
-  what was made while it watched), or when a core's ``records`` are read.
+  path's observers number their spans from too), RecordFunction switched off inside where the op's
+  host numerics call ATen ops of their own (the eager path learns which do: switching it off and
+  on costs about as much as the span, and what it keeps out is dropped from the profile anyway).
+  Its executions are kept and delivered later through :meth:`Observer.deferred_execution`, each
+  with the number of the span it was made in: at the latest before the observers change (so an
+  observer gets exactly what was made while it watched), or when a core's ``records`` are read.
 """
 
 from __future__ import annotations

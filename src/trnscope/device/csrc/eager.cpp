@@ -50,6 +50,9 @@ struct rt::Plan {
   std::vector<int> out_positions;  // where out_op takes its outputs
   int out_args = 0;  // out_op's argument count
   std::vector<Geometry> outs;
+  // Whether the host numerics call ATen ops of their own (a CPU kernel built from others, as mean's
+  // from sum and div): -1 not known yet, then 0 or 1 (see Span)
+  std::atomic<int8_t> nested{-1};
   ~Plan() { py_decref(obj); }
 };
 
@@ -361,23 +364,60 @@ int64_t native_tid() {
 // The dispatch span around one device call (trnscope::dispatch#<n>, as the profiler's window opens
 // it on the Python path in its dispatch_begin), while deferred observers watch (runtime/observe.py).
 // Inside it, RecordFunction is off for the thread, as the window switches it off: the ATen calls
-// the host numerics make are the emulator's, not the user's ops.
+// the host numerics make are the emulator's, not the user's ops. Switching it off and on again
+// copies the thread's RecordFunction state and rebuilds its callback lists twice (about as costly
+// as the span's own record in the profile), so it is done only where it keeps something out of
+// the profile: the profiler records on this thread (the span is active) and the call's host
+// numerics are not known to make no ATen call of their own (`quiet`: allocations and views make
+// none; a plan learns whether its kernel does the first time it is served unprofiled, see probe()).
+// What the guard keeps out would be dropped from the profile anyway (everything inside a span is
+// emulator machinery, profiling/correlate.py), so it is a cost, never a difference in the profile.
 struct Span {
   int64_t n = 0;
-  std::string name;
   std::optional<at::RecordFunction> rf;
   std::optional<at::RecordFunctionGuard> quiet;
-  Span() {
+  explicit Span(bool may_nest) {
     if (!rt::spans()) return;
     n = rt::next_span();
     rf.emplace(at::RecordScope::FUNCTION);
-    if (rf->isActive()) {
-      name = "trnscope::dispatch#" + std::to_string(n);
-      rf->before(std::string_view(name));
-    }
-    quiet.emplace(false);
+    if (!rf->isActive()) return;
+    static constexpr char kPrefix[] = "trnscope::dispatch#";
+    thread_local std::string name;
+    name.assign(kPrefix, sizeof kPrefix - 1);
+    name += std::to_string(n);  // short: no allocation after the buffer's first growth
+    rf->before(std::string_view(name));
+    if (may_nest) quiet.emplace(false);
   }
   ~Span() { quiet.reset(); }  // on again before the span ends
+};
+
+// Whether a plan's host numerics call ATen ops of their own, found out on a call served while no
+// profiler span is open: a RecordFunction callback of this thread counts the calls the kernel makes
+// (registering one rebuilds the thread's callback lists, once per plan).
+thread_local int64_t t_nested_calls = 0;
+
+std::unique_ptr<at::ObserverContext> count_nested(const at::RecordFunction&) {
+  ++t_nested_calls;
+  return nullptr;
+}
+
+struct Probe {
+  at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+  int64_t before = 0;
+  explicit Probe(bool on) {
+    if (!on) return;
+    before = t_nested_calls;
+    handle = at::addThreadLocalCallback(at::RecordFunctionCallback(&count_nested));
+  }
+  // whether calls were counted (the callback removed first)
+  bool nested() {
+    at::removeCallback(handle);
+    handle = at::INVALID_CALLBACK_HANDLE;
+    return t_nested_calls != before;
+  }
+  ~Probe() {
+    if (handle != at::INVALID_CALLBACK_HANDLE) at::removeCallback(handle);
+  }
 };
 
 // --- serving ---------------------------------------------------------------------------------------
@@ -421,7 +461,7 @@ bool serve_empty(const c10::OperatorHandle& op, Kind kind, Stack* stack) {
   auto clock = rt::clock();
   if (!q || !clock) return false;
   rt::Cut cut(*clock);
-  Span span;
+  Span span(false);
   host_cost(*clock, rt::costs().alloc_ns);
   at::Tensor t = empty_strided(size, stride, dtype, index, capacity_of(*q));
   torch::jit::drop(stack, n);
@@ -433,7 +473,7 @@ bool serve_view(const c10::OperatorHandle& op, Stack* stack) {
   auto clock = rt::clock();
   if (!clock) return false;
   rt::Cut cut(*clock);
-  Span span;
+  Span span(false);  // ATen's metadata kernels of view, as_strided, _reshape_alias call no other op
   host_cost(*clock, rt::costs().view_ns);
   op.redispatchBoxed(kCPU, stack);  // ATen's metadata kernel on the neuron tensor itself
   return true;
@@ -514,9 +554,16 @@ bool serve_compute(const c10::OperatorHandle& op, Stack* stack, bool copy,
     return false;
   }
   rt::Cut cut(*clock);
-  Span span;
+  int8_t nested = plan->nested.load(std::memory_order_relaxed);
+  Span span(nested != 0);
   if (clock->mode() == rt::MODELLED) clock->advance(rt::costs().framework_op_ns);
-  compute(op, *plan, stack, n, kb.device, *q);
+  if (nested < 0 && !span.n && at::isRecordFunctionEnabled()) {  // else the callback would see nothing
+    Probe probe(true);
+    compute(op, *plan, stack, n, kb.device, *q);
+    plan->nested.store(probe.nested() ? 1 : 0, std::memory_order_relaxed);
+  } else {
+    compute(op, *plan, stack, n, kb.device, *q);
+  }
   q->submit(*clock, plan->neff_id, plan->duration, 0, &plan, span.n, thread_ident(), native_tid());
   return true;
 }
