@@ -27,7 +27,7 @@ ENGINE_SEMAPHORES = {
     "gpsimd": "S[3] (GpSimd)",
     "sync": "S[4] (Sync)",
 }
-# HBM write records kept per tensor before older ones are folded into a conservative per-stream floor.
+# HBM access records kept per tensor before older ones are folded into a conservative per-stream floor.
 MAX_HBM_RECORDS = 64
 
 
@@ -105,7 +105,10 @@ class KernelBuilder:
         self._regions: dict[Space, list[_Region]] = {Space.SBUF: [], Space.PSUM: []}
         self._hbm: dict[int, list[_HbmAccess]] = {}
         self._hbm_writes: dict[int, list[_HbmAccess]] = {}  # the writes among _hbm's records, in order
+        # folded records per tensor: every access (what a later write waits for), and the writes alone
+        # (what a later read waits for: a read never waits for another read)
         self._hbm_floor: dict[int, dict[str, int]] = {}
+        self._hbm_write_floor: dict[int, dict[str, int]] = {}
         self._queues: dict[str, int] = {}
         # per space, byte offset -> the region _region() finds there (kept up to date by _new_region)
         self._region_at: dict[Space, dict[int, _Region]] = {Space.SBUF: {}, Space.PSUM: {}}
@@ -253,7 +256,7 @@ class KernelBuilder:
             self._hbm_writes[tensor] = []
         writes = self._hbm_writes[tensor]
         deps = self._hbm_deps(records if write else writes, lo, hi, ap, stream)
-        floor = self._hbm_floor.get(tensor)
+        floor = (self._hbm_floor if write else self._hbm_write_floor).get(tensor)
         if floor:
             deps.extend(floor.items())
         for s, c in deps:
@@ -266,11 +269,13 @@ class KernelBuilder:
         if write:
             writes.append(rec)
         if len(records) > self.max_hbm_records:
-            floor = self._hbm_floor.setdefault(tensor, {})
             old = records.pop(0)
+            folds = [self._hbm_floor.setdefault(tensor, {})]
             if old.write:
                 writes.pop(0)  # the oldest record, so the oldest write
-            floor[old.stream] = max(floor.get(old.stream, 0), old.count)
+                folds.append(self._hbm_write_floor.setdefault(tensor, {}))
+            for fold in folds:
+                fold[old.stream] = max(fold.get(old.stream, 0), old.count)
 
     def _hbm_deps(self, scan: list[_HbmAccess], lo: int, hi: int, ap: AP, stream: str) -> list[tuple[str, int]]:
         """(stream, count) of the accesses in ``scan`` that may touch elements [lo, hi] (spans overlap)."""

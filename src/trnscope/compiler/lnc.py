@@ -267,8 +267,9 @@ class PairBuilder(KernelBuilder):
         self._states = [own] + [({Space.SBUF: [], Space.PSUM: []}, {Space.SBUF: {}, Space.PSUM: {}})
                                 for _ in range(self.n_cores - 1)]
         self._queue_on: dict[tuple[int, int], int] = {}
-        # records of both cores' HBM accesses are kept longer before they fold into a floor (which
-        # would order every later access after the other core's work)
+        # records of both cores' HBM accesses are kept longer before they fold into a floor: a folded
+        # write orders every later access of its tensor after it, on both cores, and a folded read
+        # every later write (KernelBuilder._track_hbm)
         self.max_hbm_records = 1024
         self._runs_memo: dict = {}
 

@@ -333,7 +333,6 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
     ``buffers`` (made with the same blocking) are shared with other gemms of a sequence.
     ``auto_cast``: FP32 operands are cast first as the compiler setting says (:mod:`..precision`).
     """
-    spec = b.spec
     odt = out.dtype if out is not None else (out_dtype or F32)
     if M == 0 or N == 0:
         return
@@ -347,45 +346,119 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
     if auto_cast:
         A, B = cast_operands(b, A, B, M, K, N)
     dt = A.dtype
-    P_, mt, mv = spec.partitions, spec.gemm_stationary_fmax, spec.gemm_moving_fmax
-    kt_n = ceil_div(K, P_)
-    kind = bias.kind if bias is not None else None
-    blk = blocking or gemm_blocking(K, M, N, dt, odt, spec, A, bias, epilogue, B)
+    kt_n = ceil_div(K, b.spec.partitions)
+    blk = blocking or gemm_blocking(K, M, N, dt, odt, b.spec, A, bias, epilogue, B)
     blk = blk if blk.kt == kt_n else Blocking(blk.nb, blk.mb, blk.kc, kt_n)
-    chunks = blk.chunks(kt_n)
-    multi = len(chunks) > 1
+    multi = blk.multi(kt_n)
     # the epilogue reads PSUM itself unless the product must first be finished or kept
     direct = (epilogue is not None and epilogue.psum_direct and out is None and bias is None and alpha == 1.0
               and not multi)
     # A and B chunks go through one queue, K tile by K tile: the DMA engines serve descriptors in
     # the order they were queued, so the first K tiles of both operands arrive first
-    q_rhs = q_lhs = b.queue("qSyncIO0", "input")
+    q_in = b.queue("qSyncIO0", "input")
     q_out = b.queue("qSyncIO2", "output")
     own = buffers is None
     bufs = buffers or GemmBuffers(b, blk, dt, odt, staging=not direct)
     if bufs.blk.nb != blk.nb or bufs.blk.mb != blk.mb or bufs.blk.kc != blk.kc or bufs.dt != dt or bufs.odt != odt:
         raise ValueError("shared gemm buffers were made for another blocking or dtype")
-    rhs_bufs, lhs_bufs, stages = bufs.rhs, bufs.lhs, bufs.stages
+    gemm = _Gemm(b, A, B, out, M, K, N, bias, alpha, epilogue, blk, bufs, direct, q_in, q_out)
+    for n0 in range(0, N, blk.nb):
+        gemm.column_block(n0)
+    if own:
+        bufs.release(b)
 
-    def load_rhs(buf: list[AP], n0: int, ncols: int, kt0: int, kt1: int, base: int) -> None:
-        for kt in range(kt0, kt1):
-            k0, kp = kt * P_, min(P_, K - kt * P_)
-            load(b, q_rhs, B.tensor, dt, B.at(k0, n0), B.rs, kp, [(B.cs, ncols)],
-                 buf[kt - base].view(0, [(1, ncols)], partitions=kp))
 
-    def load_lhs(buf: list[AP], m0: int, mcols: int, kt0: int, kt1: int, base: int) -> None:
+class _Gemm:
+    """The instructions of one blocked gemm (:func:`emit_gemm`): per column block of ``nb`` output
+    columns, per block of ``mb`` rows, per K chunk: the chunk's loads, its matmuls per 128-row M tile,
+    then the tile's partial product into the accumulator, or (the last chunk) the finished product
+    through bias, alpha and the epilogue to the output."""
+
+    def __init__(self, b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int, N: int, bias: Bias | None,
+                 alpha: float, epilogue: GemmEpilogue | None, blk: Blocking, bufs: GemmBuffers, direct: bool,
+                 q_in: int, q_out: int):
+        self.b, self.A, self.B, self.out, self.M, self.K, self.N = b, A, B, out, M, K, N
+        self.bias, self.alpha, self.epilogue, self.blk, self.bufs = bias, alpha, epilogue, blk, bufs
+        self.direct, self.q_in, self.q_out = direct, q_in, q_out
+        self.P, self.mt, self.mv = b.spec.partitions, b.spec.gemm_stationary_fmax, b.spec.gemm_moving_fmax
+        self.chunks = blk.chunks(blk.kt)
+        self.multi = len(self.chunks) > 1
+        self.kind = bias.kind if bias is not None else None
+        # with several chunks and alpha = 1 the bias joins the first chunk's evacuation into the
+        # accumulator (no extra pass); with an alpha it has to wait for the whole product
+        self.bias_first = self.multi and alpha == 1.0 and bias is not None
+
+    # --- loads ------------------------------------------------------------------------------------
+    def load_rhs(self, buf: AP, n0: int, ncols: int, kt: int) -> None:
+        B, P_ = self.B, self.P
+        k0, kp = kt * P_, min(P_, self.K - kt * P_)
+        # in the dtype TensorE reads, A's (the operands match after auto-cast)
+        load(self.b, self.q_in, B.tensor, self.A.dtype, B.at(k0, n0), B.rs, kp, [(B.cs, ncols)],
+             buf.view(0, [(1, ncols)], partitions=kp))
+
+    def load_lhs(self, buf: AP, m0: int, mcols: int, kt: int) -> None:
         # A^T[k, m] = A[m, k]: partitions walk k (stride A.cs), the free axis walks m (stride A.rs)
-        for kt in range(kt0, kt1):
-            k0, kp = kt * P_, min(P_, K - kt * P_)
-            load(b, q_lhs, A.tensor, dt, A.at(m0, k0), A.cs, kp, [(A.rs, mcols)],
-                 buf[kt - base].view(0, [(1, mcols)], partitions=kp))
+        A, P_ = self.A, self.P
+        k0, kp = kt * P_, min(P_, self.K - kt * P_)
+        load(self.b, self.q_in, A.tensor, A.dtype, A.at(m0, k0), A.cs, kp, [(A.rs, mcols)],
+             buf.view(0, [(1, mcols)], partitions=kp))
 
-    # with several chunks and alpha = 1 the bias joins the first chunk's evacuation into the
-    # accumulator (no extra pass); with an alpha it has to wait for the whole product
-    bias_first = multi and alpha == 1.0 and bias is not None
+    # --- the loop nest ----------------------------------------------------------------------------
+    def column_block(self, n0: int) -> None:
+        """Every output row of columns n0..n0+nb-1, M block by M block, K chunk by K chunk."""
+        b, blk, bufs, mv, mt = self.b, self.blk, self.bufs, self.mv, self.mt
+        ncols = min(blk.nb, self.N - n0)
+        slices = [(s0, min(mv, ncols - s0)) for s0 in range(0, ncols, mv)]
+        if self.epilogue is not None:
+            self.epilogue.begin_block(b, n0, ncols)
+        rhs: list[AP] | None = None
+        row_bias = None
+        if self.bias is not None and self.kind == "row":
+            row_bias = _load_row_bias(b, self.bias, n0, ncols, min(mt, self.M))
+        for m0 in range(0, self.M, blk.mb):
+            mcols = min(blk.mb, self.M - m0)
+            for c, (kt0, kt1) in enumerate(self.chunks):
+                # with one chunk the B block stays in SBUF for every M block of its columns
+                new_rhs = self.multi or m0 == 0
+                if new_rhs:
+                    rhs = bufs.rhs[bufs.turn("rhs")]
+                assert rhs is not None  # loaded at m0 == 0
+                lhs = bufs.lhs[bufs.turn("lhs")]
+                for kt in range(kt0, kt1):
+                    self.load_lhs(lhs[kt - kt0], m0, mcols, kt)
+                    if new_rhs:
+                        self.load_rhs(rhs[kt - kt0], n0, ncols, kt)
+                self.multiply_chunk(c, lhs, rhs, m0, mcols, n0, ncols, slices, row_bias)
+        if row_bias is not None:
+            b.release(row_bias)
 
-    def biases(m_abs: int, mp: int, n0: int, ncols: int, row_bias: AP | None):
+    def multiply_chunk(self, c: int, lhs: list[AP], rhs: list[AP], m0: int, mcols: int, n0: int, ncols: int,
+                       slices: list[tuple[int, int]], row_bias: AP | None) -> None:
+        """Chunk c's matmuls for each 128-row M tile of the block (each K tile's weights loaded once,
+        multiplied against every 512-column slice), then the tile's product on its way out of PSUM."""
+        b, bufs, P_ = self.b, self.bufs, self.P
+        kt0, kt1 = self.chunks[c]
+        last = c == len(self.chunks) - 1
+        for i, mt0 in enumerate(range(0, mcols, self.mt)):
+            mp = min(self.mt, mcols - mt0)
+            banks = bufs.banks(b, mp, slices)
+            for kt in range(kt0, kt1):
+                kp = min(P_, self.K - kt * P_)
+                b.emit(LoadStationary(src=lhs[kt - kt0].view(mt0, [(1, mp)], partitions=kp)))
+                for (s0, w), bank in zip(slices, banks):
+                    b.emit(MultiplyMoving(moving=rhs[kt - kt0].view(s0, [(1, w)], partitions=kp),
+                                          dst=bank, accumulate=kt > kt0))
+            acc = bufs.acc[i] if self.multi else None
+            if last:
+                self.finish(m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
+                continue
+            assert acc is not None  # not the last chunk: several, so an accumulator
+            self.accumulate(c, m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
+
+    # --- out of PSUM ------------------------------------------------------------------------------
+    def biases(self, m_abs: int, mp: int, n0: int, ncols: int, row_bias: AP | None):
         """(col bias tile, full bias tile, per-slice bias AP getter) of one output tile."""
+        b, bias, kind = self.b, self.bias, self.kind
         col_bias = _load_col_bias(b, bias, m_abs, mp) if bias is not None and kind in ("col", "scalar") else None
         full_bias = _load_full_bias(b, bias, m_abs, mp, n0, ncols) if bias is not None and kind == "full" else None
         wide = row_bias if row_bias is not None else full_bias
@@ -394,14 +467,15 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
             return wide.view(s0, [(1, w)], partitions=mp) if wide is not None else None
         return col_bias, full_bias, at
 
-    def finish(m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP | None,
+    def finish(self, m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP | None,
                slices: list[tuple[int, int]], row_bias: AP | None) -> None:
         """The product of rows m_abs.. is complete in ``banks`` (+ ``acc``): bias, alpha, store, epilogue."""
-        if direct and epilogue is not None:  # direct implies an epilogue
+        b, bufs, out, epilogue, alpha = self.b, self.bufs, self.out, self.epilogue, self.alpha
+        if self.direct and epilogue is not None:  # direct implies an epilogue
             epilogue.tile(b, m_abs, mp, n0, ncols, banks, slices)
             return
-        stage = stages[bufs.turn("stage", len(stages))]
-        col_bias, full_bias, bias_at = biases(m_abs, mp, n0, ncols, row_bias) if not bias_first else (
+        stage = bufs.stages[bufs.turn("stage", len(bufs.stages))]
+        col_bias, full_bias, bias_at = self.biases(m_abs, mp, n0, ncols, row_bias) if not self.bias_first else (
             None, None, lambda s0, w: None)
         for (s0, w), bank in zip(slices, banks):
             st = stage.view(s0, [(1, w)], partitions=mp)
@@ -416,20 +490,21 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
                 b.emit(TensorTensor(alu=Alu.ADD, in0=bank, in1=part, out=part))
                 _evacuate(b, part, st, alpha, col_bias, bias_ap, bufs.turn("evac"))
         if out is not None:
-            b.dma(q_out, stage.view(0, [(1, ncols)], partitions=mp),
-                  hbm(out.tensor, mp, out.rs, [(out.cs, ncols)], odt, offset=out.at(m_abs, n0)))
+            b.dma(self.q_out, stage.view(0, [(1, ncols)], partitions=mp),
+                  hbm(out.tensor, mp, out.rs, [(out.cs, ncols)], out.dtype, offset=out.at(m_abs, n0)))
         if epilogue is not None:
             epilogue.tile(b, m_abs, mp, n0, ncols, stage.view(0, [(1, ncols)], partitions=mp), slices)
         b.release(*[t for t in (col_bias, full_bias) if t is not None])
 
-    def accumulate(c: int, m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP,
+    def accumulate(self, c: int, m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP,
                    slices: list[tuple[int, int]], row_bias: AP | None) -> None:
         """A chunk's partial product joins the FP32 accumulator: the first one copied (by ScalarE,
         with the bias when it goes first), the others added by VectorE (PSUM + SBUF, its fast form)."""
+        b = self.b
         col_bias = full_bias = None
         bias_at = None
-        if c == 0 and bias_first:
-            col_bias, full_bias, bias_at = biases(m_abs, mp, n0, ncols, row_bias)
+        if c == 0 and self.bias_first:
+            col_bias, full_bias, bias_at = self.biases(m_abs, mp, n0, ncols, row_bias)
         for (s0, w), bank in zip(slices, banks):
             part = acc.view(s0, [(1, w)], partitions=mp)
             if bias_at is not None:
@@ -439,47 +514,6 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
             else:
                 b.emit(TensorTensor(alu=Alu.ADD, in0=bank, in1=part, out=part))
         b.release(*[t for t in (col_bias, full_bias) if t is not None])
-
-    for n0 in range(0, N, blk.nb):
-        ncols = min(blk.nb, N - n0)
-        slices = [(s0, min(mv, ncols - s0)) for s0 in range(0, ncols, mv)]
-        if epilogue is not None:
-            epilogue.begin_block(b, n0, ncols)
-        rhs: list[AP] | None = None
-        row_bias = _load_row_bias(b, bias, n0, ncols, min(mt, M)) if bias is not None and kind == "row" else None
-        for m0 in range(0, M, blk.mb):
-            mcols = min(blk.mb, M - m0)
-            mtiles = [(mt0, min(mt, mcols - mt0)) for mt0 in range(0, mcols, mt)]
-            for c, (kt0, kt1) in enumerate(chunks):
-                last = c == len(chunks) - 1
-                # with one chunk the B block stays in SBUF for every M block of its columns
-                new_rhs = multi or m0 == 0
-                if new_rhs:
-                    rhs = rhs_bufs[bufs.turn("rhs")]
-                assert rhs is not None  # loaded at m0 == 0
-                lhs = lhs_bufs[bufs.turn("lhs")]
-                for kt in range(kt0, kt1):
-                    load_lhs(lhs, m0, mcols, kt, kt + 1, kt0)
-                    if new_rhs:
-                        load_rhs(rhs, n0, ncols, kt, kt + 1, kt0)
-                for i, (mt0, mp) in enumerate(mtiles):
-                    banks = bufs.banks(b, mp, slices)
-                    for kt in range(kt0, kt1):
-                        kp = min(P_, K - kt * P_)
-                        b.emit(LoadStationary(src=lhs[kt - kt0].view(mt0, [(1, mp)], partitions=kp)))
-                        for (s0, w), bank in zip(slices, banks):
-                            b.emit(MultiplyMoving(moving=rhs[kt - kt0].view(s0, [(1, w)], partitions=kp),
-                                                  dst=bank, accumulate=kt > kt0))
-                    acc = bufs.acc[i] if multi else None
-                    if last:
-                        finish(m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
-                        continue
-                    assert acc is not None  # not the last chunk: several, so an accumulator
-                    accumulate(c, m0 + mt0, mp, n0, ncols, banks, acc, slices, row_bias)
-        if row_bias is not None:
-            b.release(row_bias)
-    if own:
-        bufs.release(b)
 
 
 def cast_operands(b: KernelBuilder, A: Mat, B: Mat, M: int, K: int, N: int) -> tuple[Mat, Mat]:
