@@ -317,6 +317,17 @@ def test_nll_loss_forward_rows_laid_several_to_a_partition(weighted, reduction):
     check(aten.nll_loss_forward.default, logp, tgt, w, reduction, -100)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("divisor", [0.5, -0.5, 1.0, -0.25, 2.0, -3.0, 0.7, 0.0])
+def test_div_floor_by_a_scalar(divisor, dtype):
+    """Floor division by a known Scalar: a power of two at most 1 as one scaled floor on ScalarE,
+    any other nonzero one with the divisor as an immediate, 0 by the tensor path; the special values
+    (infinities give NaN, signed zeros, NaN) as ATen's div_floor gives them."""
+    x = randn(40, 33, seed=156, dtype=dtype) * 10
+    x.view(-1)[:6] = torch.tensor([float("inf"), float("-inf"), float("nan"), -0.0, 0.0, 3.0], dtype=dtype)
+    check(aten.div.Scalar_mode, x, divisor, rounding_mode="floor")
+
+
 def test_nll_loss_backward_over_32000_classes_in_chunks():
     logp = torch.log_softmax(randn(300, 32000, seed=150), -1)
     tgt = randint(0, 32000, (300,), seed=151)
