@@ -318,11 +318,11 @@ def test_nll_loss_forward_rows_laid_several_to_a_partition(weighted, reduction):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("divisor", [0.5, -0.5, 1.0, -0.25, 2.0, -3.0, 0.7, 0.0])
+@pytest.mark.parametrize("divisor", [0.5, -0.5, 1.0, -0.25, 2.0, -3.0, 0.7, 0.0, -0.0])
 def test_div_floor_by_a_scalar(divisor, dtype):
-    """Floor division by a known Scalar: a power of two at most 1 as one scaled floor on ScalarE,
-    any other nonzero one with the divisor as an immediate, 0 by the tensor path; the special values
-    (infinities give NaN, signed zeros, NaN) as ATen's div_floor gives them."""
+    """Floor division by a Scalar: a nonzero one as the instructions' scalar operand, a zero (its own
+    Program) by the tensor path; the special values (infinities give NaN, signed zeros, NaN) as
+    ATen's div_floor gives them."""
     x = randn(40, 33, seed=156, dtype=dtype) * 10
     x.view(-1)[:6] = torch.tensor([float("inf"), float("-inf"), float("nan"), -0.0, 0.0, 3.0], dtype=dtype)
     check(aten.div.Scalar_mode, x, divisor, rounding_mode="floor")

@@ -555,11 +555,12 @@ def _stt(kb: KernelBuilder, inp: AP, s0, alu0: Alu, in1: AP, alu1: Alu, out: AP)
 
 
 def _floor_div_scalar(kb: KernelBuilder, a: AP, b: ScalarArg, out: AP) -> None:
-    """_floor_div by a scalar b != 0 (a number, or a runtime value known to be nonzero): the same
-    steps with b as each instruction's scalar operand (tensor_scalar, one VectorE cycle per element,
-    instead of tensor_tensor against a broadcast tile, two) and x - y as (-1 * y) + x fused in one
-    scalar_tensor_tensor (IEEE subtraction is exactly that): 8 VectorE cycles per element instead
-    of 17, the floor on ScalarE beside them. No b == 0 select: b is not 0."""
+    """_floor_div by a nonzero Scalar b (a number, or a runtime value in a [P, 1] tile: zero is a
+    special value of the declaration, so a runtime b is never 0 and needs no b == 0 select): the
+    same steps with b as each instruction's scalar operand (tensor_scalar, one VectorE cycle per
+    element, instead of tensor_tensor against a broadcast tile, two) and x - y as (-1 * y) + x fused
+    in one scalar_tensor_tensor (IEEE subtraction is exactly that): 8 VectorE cycles per element
+    instead of 17, the floor on ScalarE beside them."""
     bo = b.operand(a)
     m, d, f = temp(kb, out), temp(kb, out), temp(kb, out)
     _ts(kb, a, m, Alu.MOD, bo)
@@ -570,25 +571,6 @@ def _floor_div_scalar(kb: KernelBuilder, a: AP, b: ScalarArg, out: AP) -> None:
     _stt(kb, d, 0.5, Alu.IS_GT, f, Alu.ADD, out)            # floor, nudged up past 0.5
 
 
-def _floor_div_pow2(kb: KernelBuilder, a: AP, b: float, out: AP) -> None:
-    """_floor_div by b = +-2^-k (k >= 0): a * (1/b) is exact (a power-of-two scaling that only
-    grows |a|; it overflows to inf exactly where ATen's quotient does), so the floored quotient
-    is one ScalarE pass, floor(a * (1/b)), with no remainder or nudge to compute. ATen gives NaN for
-    an infinite a (inf - fmod(inf, b) is NaN) and zero with the sign of a / b: adding a * copysign(0, b)
-    does both (NaN for inf, a signed zero otherwise, which leaves every nonzero result alone)."""
-    f = temp(kb, out)
-    _act(kb, Act.FLOOR, a, f, scale=1.0 / b)
-    _stt(kb, a, math.copysign(0.0, b), Alu.MULTIPLY, f, Alu.ADD, out)
-
-
-def _power_of_two_at_most_1(b) -> bool:
-    """|b| = 2^-k for some k >= 0 (dividing by it is an exact multiplication)."""
-    if b is None or not math.isfinite(float(b)) or b == 0:
-        return False
-    mant, exp = math.frexp(abs(float(b)))
-    return mant == 0.5 and exp <= 1
-
-
 @lowering("aten::floor_divide", "aten::floor_divide.Scalar", "aten::floor_divide_.Tensor",
           "aten::floor_divide_.Scalar", scalars=NARY_SCALARS)
 def _floor_divide(ctx: LoweringContext) -> None:
@@ -596,23 +578,21 @@ def _floor_divide(ctx: LoweringContext) -> None:
     _nary(ctx, ("self", "other"), lambda kb, t, out: _floor_div(kb, t[0], t[1], out))
 
 
+# a zero divisor (either sign) gets its own Program: the floor division by any other Scalar skips
+# the b == 0 select
 @lowering("aten::div.Tensor_mode", "aten::div.Scalar_mode", "aten::div_.Tensor_mode", "aten::div_.Scalar_mode",
-          scalars=NARY_SCALARS)
+          scalars={"self": (), "other": (0.0, -0.0)})
 def _div_mode(ctx: LoweringContext) -> None:
     mode = ctx.call.attr("rounding_mode")
     if mode is not None:
         _float_only(ctx)
     _, sources = _operands(ctx, ("self", "other"))
-    # a Scalar divisor known at compile time: the instructions take it as an immediate
+    # a Scalar divisor: the instructions take it as their scalar operand
     by = sources[1][1] if sources[0][0] == "tensor" and sources[1][0] == "scalar" else None
-    known = by.known if isinstance(by, ScalarArg) and not by.runtime else None
 
     def compute(kb, t, out):
         a, b = t
-        if mode == "floor" and known is not None and _power_of_two_at_most_1(known):
-            _floor_div_pow2(kb, a, float(known), out)
-        elif mode == "floor" and known is not None and float(known) != 0.0:
-            assert isinstance(by, ScalarArg)
+        if mode == "floor" and isinstance(by, ScalarArg) and (by.runtime or float(by.known) != 0.0):
             _floor_div_scalar(kb, a, by, out)
         elif mode == "floor":
             _floor_div(kb, a, b, out)
