@@ -34,6 +34,18 @@ def test_flash_attention_for_cpu_with_logsumexp(dtype):
     check(FLASH_CPU, q, k, k, scale=0.3, **lse_tol(dtype))
 
 
+def test_flash_attention_for_cpu_logsumexp_heads_inner_per_batch():
+    """The CPU kernel's log-sum-exp is [B, L, H] in memory: collected per batch as [query, tile x head]
+    and stored once per batch (two batches, three heads, a partial last query tile)."""
+    q = randn(2, 3, 260, 32, seed=40)
+    k = randn(2, 3, 300, 32, seed=41)
+    check(FLASH_CPU, q, k, k, is_causal=True, **lse_tol(torch.float32))
+    prog = program_for(FLASH_CPU, q, k, k)
+    out1 = [t.name for t in prog.tensors].index("out1")
+    lse = [i for i in prog.instructions if type(i).__name__ == "Dma" and i.dst.tensor == out1]
+    assert len(lse) == 2 * 2   # per batch: the full query tiles, then the partial one
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sdpa_masks(dtype):
     q = randn(2, 2, 130, 32, dtype=dtype, seed=6)

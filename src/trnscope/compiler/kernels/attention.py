@@ -121,7 +121,14 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     buffers = [([kb.tile(ec, (S,), mdt) for _, ec in e_chunks], [kb.tile(ec, (L,), mdt) for _, ec in e_chunks],
                 v_tiles()) for _ in range(sets)]
     head = 0
+    # a log-sum-exp laid out [B, L, H] (heads inner, as the CPU flash kernel returns it) is collected
+    # per batch as [128 queries, query tile x head] and stored once: each partition writes runs of H
+    # values (a descriptor per run of heads) instead of one 4-byte descriptor per (query, head)
+    lm = ctx.call.outputs[lse_out] if lse_out is not None else None
+    heads_inner = lm is not None and lm.ndim >= 2 and H > 1 and lm.stride[-2] < lm.stride[-1]
+    n_qt = ceil_div(L, P)
     for b in range(B):
+        lse_all = kb.tile(P, (n_qt * H,), F32) if heads_inner else None
         for h in range(H):
             hk = h // group
             kt, qt, vt_buf = buffers[head % len(buffers)]
@@ -149,7 +156,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             last_of = {q0: i for i, (q0, _, _, _) in enumerate(items)}
             state: dict[int, dict] = {}
             finished: list[list[AP]] = []
-            lse_row = kb.tile(1, (L,), F32) if lse_out is not None else None
+            lse_row = kb.tile(1, (L,), F32) if lse_out is not None and lse_all is None else None
 
             def seen(q0: int, lq: int, s0: int, sb: int) -> int:
                 """Key columns of a block the tile's queries can see: under the causal mask the keys
@@ -167,7 +174,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 return sc_t
 
             def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
-                      last_of=last_of, vt=vt, lse_row=lse_row):
+                      last_of=last_of, vt=vt, lse_row=lse_row, lse_all=lse_all):
                 """Emit work item i stage by stage; each ``yield`` lets the other lane emit its stage,
                 so every engine's program order alternates between two independent chains."""
                 nonlocal neg_big, turn
@@ -292,7 +299,12 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 store(kb, q_out, ot, ctx.outputs[0], out.dtype, off(out, b, h) + q0 * out.stride[-2],
                       out.stride[-2], lq, [(out.stride[-1], Ev)])
                 extra = []
-                if lse_out is not None:
+                if lse_all is not None:
+                    # log(sum) + max straight into the batch's [query, tile x head] collection
+                    col = lse_all.rows(0, lq).view((q0 // P) * H + h, [(1, 1)])
+                    kb.emit(Activation(func=Act.LOG, inp=total, out=col))
+                    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=col, in1=neg_m, out=col))
+                elif lse_row is not None:
                     # log-sum-exp of the tile's rows, turned into a row of the head's [1, L] vector
                     # (TensorE transpose into the accumulator's bank, which the division has read):
                     # one store of L contiguous values per head, not L 4-byte descriptors
@@ -342,11 +354,29 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             held_q = [t for group in finished for t in group] + ([lse_row] if lse_row is not None else [])
             kb.release(*held_bh)
             held_bh = list(held_q)
+        if lse_all is not None and lm is not None:  # one implies the other
+            _store_lse_heads_inner(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
+            held_bh.append(lse_all)
     kb.release(*held_bh, *causal_masks.values())
     for kt, qt, vts in buffers:
         kb.release(*kt, *qt, *(t for *_, t in vts))
     if neg_big is not None:
         kb.release(neg_big)
+
+
+def _store_lse_heads_inner(kb, queue: int, lse_all: AP, tensor: int, lm, b: int, H: int, L: int) -> None:
+    """Batch b's log-sum-exp, collected as [128 queries, query tile x head], to its [B, H, L] output
+    whose heads are adjacent: partition p of full query tile t holds (t * 128 + p, every head)."""
+    P = lse_all.partitions
+    s_h, s_l = lm.stride[-2], lm.stride[-1]
+    lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0)
+    full, rem = divmod(L, P)
+    if full:
+        kb.dma(queue, lse_all.view(0, [(1, full * H)]), hbm(tensor, P, s_l, [(P * s_l, full), (s_h, H)], lm.dtype,
+                                                           offset=lo))
+    if rem:
+        kb.dma(queue, lse_all.rows(0, rem).view(full * H, [(1, H)]),
+               hbm(tensor, rem, s_l, [(s_h, H)], lm.dtype, offset=lo + full * P * s_l))
 
 
 @lowering("aten::scaled_dot_product_attention")
