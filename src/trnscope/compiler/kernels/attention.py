@@ -354,7 +354,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             held_q = [t for group in finished for t in group] + ([lse_row] if lse_row is not None else [])
             kb.release(*held_bh)
             held_bh = list(held_q)
-        if lse_all is not None and lm is not None:  # one implies the other
+        if lse_all is not None and lm is not None and lse_out is not None:  # one implies the others
             _store_lse_heads_inner(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
             held_bh.append(lse_all)
     kb.release(*held_bh, *causal_masks.values())
