@@ -97,6 +97,28 @@ def test_overrideable_fused_attention_entry_point():
     torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 256, 16, 100), (1, 40, 512, 8, 64)], ids=["two_batches", "two_transposes"])
+def test_overrideable_dense_logsumexp_leaves_in_rows(shape):
+    """A dense [B, H, L] log-sum-exp (L a multiple of 128) is collected per batch and turned into rows
+    of 128 queries by TensorE transposes (160 columns: two transposes), one DMA per 128 rows."""
+    from trnscope.compiler import OpCall
+    from trnscope.compiler.opcall import meta_of
+
+    from .helpers import run_call
+
+    B, H, L, E, S = shape
+    q, k = randn(B, H, L, E, seed=19), randn(B, H, S, E, seed=20)
+    out, lse = FLASH_CPU(q, k, k)
+    lse = lse.contiguous()
+    aux = torch.zeros(0, dtype=torch.int64)
+    call = OpCall.make("aten::_scaled_dot_product_fused_attention_overrideable",
+                       [meta_of(q), meta_of(k), meta_of(k), None], [meta_of(out), meta_of(lse), meta_of(aux)],
+                       {"dropout_p": 0.0, "is_causal": False, "return_debug_mask": False, "scale": None})
+    got_out, got_lse, _ = run_call(call, [q, k, k, None], [out, lse, aux])
+    torch.testing.assert_close(got_out, out, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)
+
+
 def test_fp32_attention_is_auto_cast_like_every_matmul():
     """neuronx-cc's default --auto-cast matmult casts FP32 attention's q k^T and p v to BF16 (the
     Program records it); --auto-cast none keeps them FP32 at TensorE's quarter rate."""

@@ -121,14 +121,17 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     buffers = [([kb.tile(ec, (S,), mdt) for _, ec in e_chunks], [kb.tile(ec, (L,), mdt) for _, ec in e_chunks],
                 v_tiles()) for _ in range(sets)]
     head = 0
-    # a log-sum-exp laid out [B, L, H] (heads inner, as the CPU flash kernel returns it) is collected
-    # per batch as [128 queries, query tile x head] and stored once: each partition writes runs of H
-    # values (a descriptor per run of heads) instead of one 4-byte descriptor per (query, head)
+    # the log-sum-exp is collected per batch as [128 queries, (query tile, head) columns], two
+    # instructions per query tile, and stored once per batch: laid out [B, L, H] (heads inner, as
+    # the CPU flash kernel returns it; columns tile-major) each partition writes runs of H values;
+    # laid out [B, H, L] densely (columns head-major) TensorE transposes turn the columns into rows
+    # of 128 consecutive values of the output (512-byte runs)
     lm = ctx.call.outputs[lse_out] if lse_out is not None else None
     heads_inner = lm is not None and lm.ndim >= 2 and H > 1 and lm.stride[-2] < lm.stride[-1]
+    dense_rows = lm is not None and lm.stride[-1] == 1 and L % P == 0 and (lm.ndim < 2 or lm.stride[-2] == L or H == 1)
     n_qt = ceil_div(L, P)
     for b in range(B):
-        lse_all = kb.tile(P, (n_qt * H,), F32) if heads_inner else None
+        lse_all = kb.tile(P, (n_qt * H,), F32) if heads_inner or dense_rows else None
         for h in range(H):
             hk = h // group
             kt, qt, vt_buf = buffers[head % len(buffers)]
@@ -301,7 +304,8 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 extra = []
                 if lse_all is not None:
                     # log(sum) + max straight into the batch's [query, tile x head] collection
-                    col = lse_all.rows(0, lq).view((q0 // P) * H + h, [(1, 1)])
+                    c = (q0 // P) * H + h if heads_inner else h * n_qt + q0 // P
+                    col = lse_all.rows(0, lq).view(c, [(1, 1)])
                     kb.emit(Activation(func=Act.LOG, inp=total, out=col))
                     kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=col, in1=neg_m, out=col))
                 elif lse_row is not None:
@@ -355,7 +359,10 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             kb.release(*held_bh)
             held_bh = list(held_q)
         if lse_all is not None and lm is not None and lse_out is not None:  # one implies the others
-            _store_lse_heads_inner(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
+            if heads_inner:
+                _store_lse_heads_inner(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
+            else:
+                _store_lse_rows(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
             held_bh.append(lse_all)
     kb.release(*held_bh, *causal_masks.values())
     for kt, qt, vts in buffers:
@@ -377,6 +384,24 @@ def _store_lse_heads_inner(kb, queue: int, lse_all: AP, tensor: int, lm, b: int,
     if rem:
         kb.dma(queue, lse_all.rows(0, rem).view(full * H, [(1, H)]),
                hbm(tensor, rem, s_l, [(s_h, H)], lm.dtype, offset=lo + full * P * s_l))
+
+
+def _store_lse_rows(kb, queue: int, lse_all: AP, tensor: int, lm, b: int, H: int, L: int) -> None:
+    """Batch b's log-sum-exp, collected as [128 queries, (head, query tile) columns], to its dense
+    [B, H, L] output: column i holds values i*128 .. i*128 + 127 of the batch's H x L block, so
+    TensorE transposes (128 columns at a time) make rows that leave as one 512-byte run each."""
+    P = lse_all.partitions
+    lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0)
+    total = lse_all.free_size
+    for c0 in range(0, total, P):
+        cols = min(P, total - c0)
+        ps = kb.psum_tile(cols, (P,), F32)
+        kb.emit(TensorTranspose(src=lse_all.view(c0, [(1, cols)]), dst=ps))
+        rows = kb.tile(cols, (P,), F32)
+        kb.copy(ps, rows)
+        kb.release(ps)
+        kb.dma(queue, rows, hbm(tensor, cols, P, [(1, P)], lm.dtype, offset=lo + c0 * P))
+        kb.release(rows)
 
 
 @lowering("aten::scaled_dot_product_attention")
