@@ -16,8 +16,10 @@ compute. Per 128-row query tile and 512-column key block
 After the last block the accumulator is divided by the row sum on its way out of PSUM. Scores
 and probabilities never leave SBUF/PSUM. V is loaded per full key block with
 partition r holding that block's keys r*c .. r*c + c - 1 (c chunks of 128: contiguous runs of c rows
-rather than one 256-byte row per partition), the probabilities transposed in the matching order; a
-head's log-sum-exp is gathered into one row and stored once. Two query tiles are in flight ("lanes"): their blocks
+rather than one 256-byte row per partition), the probabilities transposed in the matching order. The
+log-sum-exp of every (query tile, head) is collected per batch in one [128 queries, tile x head]
+tile and stored once per batch in long runs (heads adjacent: a run of H heads per query; queries
+adjacent: rows of 128 queries made by TensorE transposes); other layouts store one row per head. Two query tiles are in flight ("lanes"): their blocks
 are emitted stage by stage in turn, and each lane's next scores block is issued before its
 current softmax, so every engine's in-order stream alternates between independent work.
 

@@ -1,7 +1,9 @@
 """Classification loss (``nll_loss`` forward and backward) and boolean reductions / tests.
 
 nll_loss forward picks ``-log_prob[i, target[i]]`` with an indirect DMA: the row index i*C + t is
-computed on VectorE from an iota and the target tile, so no log-prob row is read in full. The
+computed on VectorE from an iota and the target tile, so no log-prob row is read in full. The rows
+are laid out n // 128 consecutive ones to a partition, so one target load (a contiguous run per
+partition) and one indirect DMA serve all of them; the picks are 4-byte descriptors either way. The
 backward builds each row of the gradient as a one-hot (iota == target) scaled by the row's weight,
 so it writes the [N, C] gradient once and needs no scatter.
 """
