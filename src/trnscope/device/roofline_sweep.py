@@ -321,8 +321,10 @@ _SCATTER = ("an element scatter along the dim (a 2-D index: every element has it
             "contiguous run to move: the indirect DMA (kernels/scatter.py, chosen over VectorE one-hot "
             "matching when the dim is long) spends one descriptor per 4-byte element, each priced at S6's "
             "2 KiB knee: 1M x 2400 B / (16 x 17 B/ns) = 9.3 ms on trn1 (an accumulating one reads and "
-            "writes HBM, 12 ms), against 44-54 us to move the bytes; an index that is the same across each "
-            "slice (idx.expand) takes index_add's slice path and runs at HBM speed")
+            "writes HBM, 12 ms), against 44-54 us to move the bytes; the one-hot kernel would compare "
+            "1024 x 1024 (k, j) pairs for each of the 1024 rows, at least three VectorE passes each (about 22 ms); "
+            "an index that is the same across each slice (idx.expand) takes index_add's slice path and runs at HBM "
+            "speed")
 _SLICES = ("HBM-bound: self is copied to the output (HBM -> HBM) before the indirect-DMA scatter of the "
            "slices, because which rows the index overwrites is known only at run time: 1.33x (index_copy), "
            "1.5x (index_fill) and 1.67x (index_add, whose accumulate reads each row it adds to) the bound's "
