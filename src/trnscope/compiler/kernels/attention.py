@@ -75,16 +75,6 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     Hk = k.shape[-3] if k.ndim >= 3 else 1
     group = max(1, H // max(1, Hk))
 
-    def off(meta, b, h):
-        st = meta.stride
-        nb = meta.ndim - 2
-        o = meta.offset
-        if nb == 2:
-            o += (b * st[0] if meta.shape[0] != 1 else 0) + (h * st[1] if meta.shape[1] != 1 else 0)
-        elif nb == 1:
-            o += h * st[0] if meta.shape[0] != 1 else 0
-        return o
-
     mask_st = full_strides(mask, (B, H, L, S)) if mask is not None else None
     q_in = [kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO1", "input")]
     q_out = kb.queue("qSyncIO2", "output")
@@ -106,22 +96,8 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
         raise NotImplementedError(f"attention: K^T, Q^T and V of one head ({per_head} bytes per partition) "
                                   f"do not fit SBUF; sequence too long for the resident-KV kernel")
     sets = 2 if B * H > 1 and 2 * per_head <= room else 1
-    def v_tiles():
-        """V of one head: per full key block one [P, nck x Ev] tile whose partition r holds keys
-        s0 + r*nck .. s0 + r*nck + nck - 1 (one contiguous run of nck rows per partition: 1 KiB
-        descriptors for 128-wide BF16 heads instead of 256-byte rows); a partial block per 128 keys."""
-        tiles = []
-        for s0, sb in s_blocks:
-            nck = ceil_div(sb, P)
-            if sb == nck * P and nck > 1 and v.stride[-1] == 1:
-                tiles.append(("perm", s0, nck, kb.tile(P, (nck * Ev,), mdt)))
-            else:
-                tiles += [("rows", c0, 1, kb.tile(min(P, S - c0), (Ev,), mdt))
-                          for c0 in range(s0, s0 + sb, P)]
-        return tiles
-
     buffers = [([kb.tile(ec, (S,), mdt) for _, ec in e_chunks], [kb.tile(ec, (L,), mdt) for _, ec in e_chunks],
-                v_tiles()) for _ in range(sets)]
+                _v_tiles(kb, s_blocks, v, S, Ev, mdt)) for _ in range(sets)]
     head = 0
     # the log-sum-exp is collected per batch as [128 queries, (query tile, head) columns], two
     # instructions per query tile, and stored once per batch: laid out [B, L, H] (heads inner, as
@@ -138,20 +114,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             hk = h // group
             kt, qt, vt_buf = buffers[head % len(buffers)]
             head += 1
-            for (e0, ec), ktile, qtile in zip(e_chunks, kt, qt):
-                load(kb, q_in[0], ctx.inputs[1], dt, off(k, b, hk) + e0 * k.stride[-1], k.stride[-1], ec,
-                     [(k.stride[-2], S)], ktile)
-                load(kb, q_in[1], ctx.inputs[0], dt, off(q, b, h) + e0 * q.stride[-1], q.stride[-1], ec,
-                     [(q.stride[-2], L)], qtile)
-            vt = {}          # first key of a block or of a 128-key chunk -> (layout, chunks, tile)
-            for n, (kind, c0, nck, t) in enumerate(vt_buf):
-                if kind == "perm":
-                    kb.dma(q_in[n % 2], hbm(ctx.inputs[2], P, nck * v.stride[-2], [(v.stride[-2], nck), (1, Ev)],
-                                            v.dtype, offset=off(v, b, hk) + c0 * v.stride[-2]), t)
-                else:
-                    load(kb, q_in[n % 2], ctx.inputs[2], v.dtype, off(v, b, hk) + c0 * v.stride[-2], v.stride[-2],
-                         t.partitions, [(v.stride[-1], Ev)], t)
-                vt[c0] = (kind, nck, t)
+            vt = _load_head(ctx, q_in, kt, qt, vt_buf, e_chunks, b, h, hk, dt)
             # the (query tile, key block) work items of this head; causal skips the blocks entirely
             # above the diagonal. Two query tiles are in flight, their blocks alternating.
             per_tile = [[(q0, min(P, L - q0), s0, sb) for s0, sb in s_blocks
@@ -301,22 +264,19 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 ot = kb.tile(lq, (Ev,), out.dtype)
                 for (e0, w), a in zip(ev_slices, acc):
                     kb.emit(TensorScalar(inp=a, out=ot.view(e0, [(1, w)]), alu0=Alu.DIVIDE, scalar0=total))
-                store(kb, q_out, ot, ctx.outputs[0], out.dtype, off(out, b, h) + q0 * out.stride[-2],
+                store(kb, q_out, ot, ctx.outputs[0], out.dtype, _head_offset(out, b, h) + q0 * out.stride[-2],
                       out.stride[-2], lq, [(out.stride[-1], Ev)])
                 extra = []
                 if lse_all is not None:
                     # log(sum) + max straight into the batch's [query, tile x head] collection
                     c = (q0 // P) * H + h if heads_inner else h * n_qt + q0 // P
-                    col = lse_all.rows(0, lq).view(c, [(1, 1)])
-                    kb.emit(Activation(func=Act.LOG, inp=total, out=col))
-                    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=col, in1=neg_m, out=col))
+                    _log_sum_exp(kb, total, neg_m, lse_all.rows(0, lq).view(c, [(1, 1)]))
                 elif lse_row is not None:
                     # log-sum-exp of the tile's rows, turned into a row of the head's [1, L] vector
                     # (TensorE transpose into the accumulator's bank, which the division has read):
                     # one store of L contiguous values per head, not L 4-byte descriptors
                     lt = kb.tile(lq, (1,), F32)
-                    kb.emit(Activation(func=Act.LOG, inp=total, out=lt))
-                    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=lt, in1=neg_m, out=lt))
+                    _log_sum_exp(kb, total, neg_m, lt)
                     row_ps = acc[0].view(0, [(1, lq)], partitions=1)
                     kb.emit(TensorTranspose(src=lt, dst=row_ps))
                     kb.copy(row_ps, lse_row.view(q0, [(1, lq)]))
@@ -371,6 +331,66 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
         kb.release(*kt, *qt, *(t for *_, t in vts))
     if neg_big is not None:
         kb.release(neg_big)
+
+
+def _head_offset(meta, b: int, h: int) -> int:
+    """Element offset of batch b, head h of a [B, H, ., .] / [H, ., .] / [., .] tensor (a size-1
+    batch or head dim broadcasts)."""
+    st = meta.stride
+    nb = meta.ndim - 2
+    o = meta.offset
+    if nb == 2:
+        o += (b * st[0] if meta.shape[0] != 1 else 0) + (h * st[1] if meta.shape[1] != 1 else 0)
+    elif nb == 1:
+        o += h * st[0] if meta.shape[0] != 1 else 0
+    return o
+
+
+def _v_tiles(kb, s_blocks, v, S: int, Ev: int, mdt: DType) -> list:
+    """V of one head: per full key block one [P, nck x Ev] tile whose partition r holds keys
+    s0 + r*nck .. s0 + r*nck + nck - 1 (one contiguous run of nck rows per partition: 1 KiB
+    descriptors for 128-wide BF16 heads instead of 256-byte rows); a partial block per 128 keys."""
+    P = kb.spec.partitions
+    tiles = []
+    for s0, sb in s_blocks:
+        nck = ceil_div(sb, P)
+        if sb == nck * P and nck > 1 and v.stride[-1] == 1:
+            tiles.append(("perm", s0, nck, kb.tile(P, (nck * Ev,), mdt)))
+        else:
+            tiles += [("rows", c0, 1, kb.tile(min(P, S - c0), (Ev,), mdt))
+                      for c0 in range(s0, s0 + sb, P)]
+    return tiles
+
+
+def _load_head(ctx: LoweringContext, q_in: list[int], kt: list[AP], qt: list[AP], vt_buf: list, e_chunks, b: int,
+               h: int, hk: int, dt: DType) -> dict:
+    """K^T and Q^T of head h (key head hk) by DMA transpose into the buffer set's chunks of the head
+    dim, V into its block tiles; returns first key of a block or 128-key chunk -> (layout, chunks, tile)."""
+    kb = ctx.kb
+    P = kb.spec.partitions
+    q, k, v = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.inputs[2]
+    S, L, Ev = k.shape[-2], q.shape[-2], v.shape[-1]
+    for (e0, ec), ktile, qtile in zip(e_chunks, kt, qt):
+        load(kb, q_in[0], ctx.inputs[1], dt, _head_offset(k, b, hk) + e0 * k.stride[-1], k.stride[-1], ec,
+             [(k.stride[-2], S)], ktile)
+        load(kb, q_in[1], ctx.inputs[0], dt, _head_offset(q, b, h) + e0 * q.stride[-1], q.stride[-1], ec,
+             [(q.stride[-2], L)], qtile)
+    vt = {}
+    for n, (kind, c0, nck, t) in enumerate(vt_buf):
+        if kind == "perm":
+            kb.dma(q_in[n % 2], hbm(ctx.inputs[2], P, nck * v.stride[-2], [(v.stride[-2], nck), (1, Ev)],
+                                    v.dtype, offset=_head_offset(v, b, hk) + c0 * v.stride[-2]), t)
+        else:
+            load(kb, q_in[n % 2], ctx.inputs[2], v.dtype, _head_offset(v, b, hk) + c0 * v.stride[-2], v.stride[-2],
+                 t.partitions, [(v.stride[-1], Ev)], t)
+        vt[c0] = (kind, nck, t)
+    return vt
+
+
+def _log_sum_exp(kb, total: AP, neg_m: AP, out: AP) -> None:
+    """out = log(row sum) - (-row max): the rows' log-sum-exp from the softmax's running state."""
+    kb.emit(Activation(func=Act.LOG, inp=total, out=out))
+    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=out, in1=neg_m, out=out))
 
 
 def _store_lse_heads_inner(kb, queue: int, lse_all: AP, tensor: int, lm, b: int, H: int, L: int) -> None:
