@@ -157,33 +157,11 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 se = seen(q0, lq, s0, sb)
                 logits, factor, tmp = scores.view(0, [(1, se)]), scale, None
                 if causal and s0 + se - 1 > q0:
-                    # only the columns past the first query's key hold a triangle: masked in place in PSUM
-                    t0 = max(0, q0 - s0)
-                    key = (q0 - s0 - t0, lq, se - t0)
-                    if key not in causal_masks:
-                        mt = kb.tile(lq, (se - t0,), F32)
-                        kb.emit(Memset(out=mt, value=0.0))
-                        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0; else -inf
-                        kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0 - t0, channel_multiplier=1,
-                                             coefs=(-1,), fill=fill))
-                        causal_masks[key] = mt
-                    tri = scores.view(t0, [(1, se - t0)])
-                    kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
+                    _mask_causal_in_psum(kb, scores, causal_masks, q0, lq, s0, se, fill)
                 elif mask is not None and mask_st is not None:  # one implies the other
                     tmp = kb.tile(lq, (sb,), F32)
-                    kb.emit(Activation(func=Act.COPY, inp=scores, out=tmp, scale=scale))
-                    mt = kb.tile(lq, (sb,), mask.dtype)
-                    mo = mask.offset + b * mask_st[0] + h * mask_st[1] + q0 * mask_st[2] + s0 * mask_st[3]
-                    load(kb, q_mask, ctx.inputs[3], mask.dtype, mo, mask_st[2], lq, [(mask_st[3], sb)], mt)
-                    if mask.dtype == DType.bool_:
-                        if neg_big is None:
-                            neg_big = kb.tile(P, (1,), F32)
-                            kb.emit(Memset(out=neg_big, value=float("-inf")))
-                        kb.emit(Select(pred=mt, on_true=tmp, on_false=neg_big.rows(0, lq).view(0, [(0, sb)]),
-                                       out=tmp))
-                    else:
-                        kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=mt, out=tmp))
-                    kb.release(mt)
+                    neg_big = _apply_explicit_mask(ctx, q_mask, scores, tmp, mask_st, neg_big, scale, b, h, q0, lq,
+                                                   s0, sb)
                     logits, factor = tmp, 1.0
                 # row max of factor * logits, negated (VectorE, straight from PSUM)
                 nmb = kb.tile(lq, (1,), F32)
@@ -385,6 +363,44 @@ def _load_head(ctx: LoweringContext, q_in: list[int], kt: list[AP], qt: list[AP]
                  t.partitions, [(v.stride[-1], Ev)], t)
         vt[c0] = (kind, nck, t)
     return vt
+
+
+def _mask_causal_in_psum(kb, scores: AP, causal_masks: dict, q0: int, lq: int, s0: int, se: int,
+                         fill: float) -> None:
+    """Add the causal triangle's -inf to a diagonal scores block in place in PSUM: only the columns
+    past the first query's key hold a triangle; the additive mask tile is made once per offset."""
+    t0 = max(0, q0 - s0)
+    key = (q0 - s0 - t0, lq, se - t0)
+    if key not in causal_masks:
+        mt = kb.tile(lq, (se - t0,), F32)
+        kb.emit(Memset(out=mt, value=0.0))
+        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0; else -inf
+        kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0 - t0, channel_multiplier=1,
+                             coefs=(-1,), fill=fill))
+        causal_masks[key] = mt
+    tri = scores.view(t0, [(1, se - t0)])
+    kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
+
+
+def _apply_explicit_mask(ctx: LoweringContext, q_mask: int, scores: AP, tmp: AP, mask_st, neg_big: AP | None,
+                         scale: float, b: int, h: int, q0: int, lq: int, s0: int, sb: int) -> AP | None:
+    """tmp = scale * scores with the attention mask's block applied (a boolean mask selects -inf, an
+    additive one is added); returns the [P, 1] -inf tile a boolean mask needs (made on first use)."""
+    kb = ctx.kb
+    mask = ctx.call.inputs[3]
+    kb.emit(Activation(func=Act.COPY, inp=scores, out=tmp, scale=scale))
+    mt = kb.tile(lq, (sb,), mask.dtype)
+    mo = mask.offset + b * mask_st[0] + h * mask_st[1] + q0 * mask_st[2] + s0 * mask_st[3]
+    load(kb, q_mask, ctx.inputs[3], mask.dtype, mo, mask_st[2], lq, [(mask_st[3], sb)], mt)
+    if mask.dtype == DType.bool_:
+        if neg_big is None:
+            neg_big = kb.tile(kb.spec.partitions, (1,), F32)
+            kb.emit(Memset(out=neg_big, value=float("-inf")))
+        kb.emit(Select(pred=mt, on_true=tmp, on_false=neg_big.rows(0, lq).view(0, [(0, sb)]), out=tmp))
+    else:
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=mt, out=tmp))
+    kb.release(mt)
+    return neg_big
 
 
 def _log_sum_exp(kb, total: AP, neg_m: AP, out: AP) -> None:
