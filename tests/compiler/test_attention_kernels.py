@@ -34,6 +34,18 @@ def test_flash_attention_for_cpu_with_logsumexp(dtype):
     check(FLASH_CPU, q, k, k, scale=0.3, **lse_tol(dtype))
 
 
+def test_flash_attention_for_cpu_logsumexp_heads_inner_per_batch():
+    """The CPU kernel's log-sum-exp is [B, L, H] in memory: collected per batch as [query, tile x head]
+    and stored once per batch (two batches, three heads, a partial last query tile)."""
+    q = randn(2, 3, 260, 32, seed=40)
+    k = randn(2, 3, 300, 32, seed=41)
+    check(FLASH_CPU, q, k, k, is_causal=True, **lse_tol(torch.float32))
+    prog = program_for(FLASH_CPU, q, k, k)
+    out1 = [t.name for t in prog.tensors].index("out1")
+    lse = [i for i in prog.instructions if type(i).__name__ == "Dma" and i.dst.tensor == out1]
+    assert len(lse) == 2 * 2   # per batch: the full query tiles, then the partial one
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sdpa_masks(dtype):
     q = randn(2, 2, 130, 32, dtype=dtype, seed=6)
@@ -80,6 +92,28 @@ def test_overrideable_fused_attention_entry_point():
     call = OpCall.make("aten::_scaled_dot_product_fused_attention_overrideable",
                        [meta_of(q), meta_of(k), meta_of(k), None], [meta_of(out), meta_of(lse), meta_of(aux)],
                        {"dropout_p": 0.0, "is_causal": True, "return_debug_mask": False, "scale": None})
+    got_out, got_lse, _ = run_call(call, [q, k, k, None], [out, lse, aux])
+    torch.testing.assert_close(got_out, out, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 256, 16, 100), (1, 40, 512, 8, 64)], ids=["two_batches", "two_transposes"])
+def test_overrideable_dense_logsumexp_leaves_in_rows(shape):
+    """A dense [B, H, L] log-sum-exp (L a multiple of 128) is collected per batch and turned into rows
+    of 128 queries by TensorE transposes (160 columns: two transposes), one DMA per 128 rows."""
+    from trnscope.compiler import OpCall
+    from trnscope.compiler.opcall import meta_of
+
+    from .helpers import run_call
+
+    B, H, L, E, S = shape
+    q, k = randn(B, H, L, E, seed=19), randn(B, H, S, E, seed=20)
+    out, lse = FLASH_CPU(q, k, k)
+    lse = lse.contiguous()
+    aux = torch.zeros(0, dtype=torch.int64)
+    call = OpCall.make("aten::_scaled_dot_product_fused_attention_overrideable",
+                       [meta_of(q), meta_of(k), meta_of(k), None], [meta_of(out), meta_of(lse), meta_of(aux)],
+                       {"dropout_p": 0.0, "is_causal": False, "return_debug_mask": False, "scale": None})
     got_out, got_lse, _ = run_call(call, [q, k, k, None], [out, lse, aux])
     torch.testing.assert_close(got_out, out, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)

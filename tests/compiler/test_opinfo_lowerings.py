@@ -305,6 +305,29 @@ def test_group_norm_rows_longer_than_sbuf_holds_twice(affine, dtype):
     check(aten.native_group_norm.default, y, w2, b2, 3, 256, 100, 2, 1e-5)   # 128 channels of 100 per row
 
 
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_forward_rows_laid_several_to_a_partition(weighted, reduction):
+    """300 rows: 256 of them two consecutive rows to a partition (one indirect DMA picks them all),
+    the 44 left one to a partition; ignored targets and class weights picked by the same index."""
+    logp = torch.log_softmax(randn(300, 50, seed=153), -1)
+    tgt = randint(0, 50, (300,), seed=154)
+    tgt[[3, 130, 299]] = -100
+    w = rand(50, seed=155, lo=0.5, hi=2.0) if weighted else None
+    check(aten.nll_loss_forward.default, logp, tgt, w, reduction, -100)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("divisor", [0.5, -0.5, 1.0, -0.25, 2.0, -3.0, 0.7, 0.0, -0.0])
+def test_div_floor_by_a_scalar(divisor, dtype):
+    """Floor division by a Scalar: a nonzero one as the instructions' scalar operand, a zero (its own
+    Program) by the tensor path; the special values (infinities give NaN, signed zeros, NaN) as
+    ATen's div_floor gives them."""
+    x = randn(40, 33, seed=156, dtype=dtype) * 10
+    x.view(-1)[:6] = torch.tensor([float("inf"), float("-inf"), float("nan"), -0.0, 0.0, 3.0], dtype=dtype)
+    check(aten.div.Scalar_mode, x, divisor, rounding_mode="floor")
+
+
 def test_nll_loss_backward_over_32000_classes_in_chunks():
     logp = torch.log_softmax(randn(300, 32000, seed=150), -1)
     tgt = randint(0, 32000, (300,), seed=151)

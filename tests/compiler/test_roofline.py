@@ -22,7 +22,11 @@ SAMPLE = ["aten::add.Tensor", "aten::exp", "aten::gelu", "aten::sum.dim_IntList"
           "aten::where.self", "aten::cat", "aten::triu",
           # the kernels issue 12 brought from hundreds of times their bound
           "aten::gather", "aten::index_add", "aten::index_fill.int_Scalar", "aten::scatter_add", "aten::argmax",
-          "aten::dot", "aten::mv", "aten::var.dim", "aten::any.dim"]
+          "aten::dot", "aten::mv", "aten::var.dim", "aten::any.dim",
+          # issue 12's third pass: one indirect DMA for all of nll_loss's picks, floor division by a Scalar
+          # operand, attention's log-sum-exp collected per batch and stored in long runs
+          "aten::nll_loss_forward", "aten::div.Scalar_mode", "aten::_scaled_dot_product_flash_attention_for_cpu",
+          "aten::_scaled_dot_product_fused_attention_overrideable"]
 
 
 def _baseline() -> dict:

@@ -83,6 +83,8 @@ class RuntimeScalar:
     name: str
     kind: str
     special: float | int | None = None
+    # -0.0 == 0.0 (and hashes alike): the sign of a special zero is part of the Program's cache key
+    negative: bool = False
 
     def _refuse(self, *_):
         raise TypeError(_REFUSED.format(name=self.name))
@@ -101,7 +103,8 @@ def abstract(call: "OpCall", decl: Declaration) -> "OpCall":
     for k, v in call.attrs:
         specials = decl.get(k)
         if specials is not None and (kind := kind_of(v)) is not None:
-            v = RuntimeScalar(k, kind, special_of(v, specials))
+            sp = special_of(v, specials)
+            v = RuntimeScalar(k, kind, sp, negative=sp is not None and bool(np.signbit(sp)))
             changed = True
         attrs.append((k, v))
     if not changed:

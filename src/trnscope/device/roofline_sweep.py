@@ -321,8 +321,10 @@ _SCATTER = ("an element scatter along the dim (a 2-D index: every element has it
             "contiguous run to move: the indirect DMA (kernels/scatter.py, chosen over VectorE one-hot "
             "matching when the dim is long) spends one descriptor per 4-byte element, each priced at S6's "
             "2 KiB knee: 1M x 2400 B / (16 x 17 B/ns) = 9.3 ms on trn1 (an accumulating one reads and "
-            "writes HBM, 12 ms), against 44-54 us to move the bytes; an index that is the same across each "
-            "slice (idx.expand) takes index_add's slice path and runs at HBM speed")
+            "writes HBM, 12 ms), against 44-54 us to move the bytes; the one-hot kernel would compare "
+            "1024 x 1024 (k, j) pairs for each of the 1024 rows, at least three VectorE passes each (about 22 ms); "
+            "an index that is the same across each slice (idx.expand) takes index_add's slice path and runs at HBM "
+            "speed")
 _SLICES = ("HBM-bound: self is copied to the output (HBM -> HBM) before the indirect-DMA scatter of the "
            "slices, because which rows the index overwrites is known only at run time: 1.33x (index_copy), "
            "1.5x (index_fill) and 1.67x (index_add, whose accumulate reads each row it adds to) the bound's "
@@ -340,12 +342,18 @@ WHY = {
         "TensorE's three 128-deep matmuls (0.55 us), and each 128-row output tile leaves as 256-byte rows "
         "(one descriptor each at the 2 KiB knee); the bound counts only the unmasked pairs' FLOPs",
     "aten::_scaled_dot_product_flash_attention_for_cpu": "as _scaled_dot_product_fused_attention_overrideable; its "
-        "log-sum-exp is laid out [B, L, H] (a head's values H apart), so it leaves as one 4-byte descriptor per "
-        "(query, head): 16K descriptors, about 140 us of DMA on trn1",
+        "log-sum-exp, laid out [B, L, H] (a head's values H apart), is collected per batch as [query, tile x head] "
+        "and leaves once, a run of H heads per descriptor",
     "aten::scaled_dot_product_attention": "as _scaled_dot_product_fused_attention_overrideable",
-    "aten::nll_loss_forward": "its bound is 12 KiB of traffic (one picked log-probability per row): the time "
-                              "is fixed costs, 1024 indirect 4-byte reads and index loads each priced at the "
-                              "2 KiB knee, and the row-sum's instruction latencies",
+    "aten::nll_loss_forward": "its bound is 12 KiB of traffic (one picked log-probability per row), but each "
+                              "pick is a 4-byte read of its own 32000-wide row: the one indirect DMA of all "
+                              "1024 picks (8 rows to a partition) spends a descriptor on each, priced at the "
+                              "2 KiB knee (1024 x 2400 B / (16 x 17 B/ns) = 9 us on trn1), between the target "
+                              "load and the store, each with its fixed latency",
+    "aten::div.Scalar_mode": "compute-bound on VectorE: floor division is ATen's div_floor (remainder, a - "
+                             "remainder, divide, the quotient's fraction, the nudge past 0.5): five VectorE "
+                             "instructions, 8 cycles an FP32 element with the divisor as their scalar operand "
+                             "(about 58 us for 1M elements on trn1), beside ScalarE's floor",
     "aten::native_batch_norm": "two passes over x (the statistics of a channel need all of it before any "
                                "element is normalised): 1.5x the bound's bytes, at one core's DMA rate on trn1",
     "aten::_native_batch_norm_legit": "as native_batch_norm", "aten::_batch_norm_with_update": "as native_batch_norm",

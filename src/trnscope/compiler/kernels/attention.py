@@ -16,8 +16,10 @@ compute. Per 128-row query tile and 512-column key block
 After the last block the accumulator is divided by the row sum on its way out of PSUM. Scores
 and probabilities never leave SBUF/PSUM. V is loaded per full key block with
 partition r holding that block's keys r*c .. r*c + c - 1 (c chunks of 128: contiguous runs of c rows
-rather than one 256-byte row per partition), the probabilities transposed in the matching order; a
-head's log-sum-exp is gathered into one row and stored once. Two query tiles are in flight ("lanes"): their blocks
+rather than one 256-byte row per partition), the probabilities transposed in the matching order. The
+log-sum-exp of every (query tile, head) is collected per batch in one [128 queries, tile x head]
+tile and stored once per batch in long runs (heads adjacent: a run of H heads per query; queries
+adjacent: rows of 128 queries made by TensorE transposes); other layouts store one row per head. Two query tiles are in flight ("lanes"): their blocks
 are emitted stage by stage in turn, and each lane's next scores block is issued before its
 current softmax, so every engine's in-order stream alternates between independent work.
 
@@ -73,16 +75,6 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     Hk = k.shape[-3] if k.ndim >= 3 else 1
     group = max(1, H // max(1, Hk))
 
-    def off(meta, b, h):
-        st = meta.stride
-        nb = meta.ndim - 2
-        o = meta.offset
-        if nb == 2:
-            o += (b * st[0] if meta.shape[0] != 1 else 0) + (h * st[1] if meta.shape[1] != 1 else 0)
-        elif nb == 1:
-            o += h * st[0] if meta.shape[0] != 1 else 0
-        return o
-
     mask_st = full_strides(mask, (B, H, L, S)) if mask is not None else None
     q_in = [kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO1", "input")]
     q_out = kb.queue("qSyncIO2", "output")
@@ -104,42 +96,25 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
         raise NotImplementedError(f"attention: K^T, Q^T and V of one head ({per_head} bytes per partition) "
                                   f"do not fit SBUF; sequence too long for the resident-KV kernel")
     sets = 2 if B * H > 1 and 2 * per_head <= room else 1
-    def v_tiles():
-        """V of one head: per full key block one [P, nck x Ev] tile whose partition r holds keys
-        s0 + r*nck .. s0 + r*nck + nck - 1 (one contiguous run of nck rows per partition: 1 KiB
-        descriptors for 128-wide BF16 heads instead of 256-byte rows); a partial block per 128 keys."""
-        tiles = []
-        for s0, sb in s_blocks:
-            nck = ceil_div(sb, P)
-            if sb == nck * P and nck > 1 and v.stride[-1] == 1:
-                tiles.append(("perm", s0, nck, kb.tile(P, (nck * Ev,), mdt)))
-            else:
-                tiles += [("rows", c0, 1, kb.tile(min(P, S - c0), (Ev,), mdt))
-                          for c0 in range(s0, s0 + sb, P)]
-        return tiles
-
     buffers = [([kb.tile(ec, (S,), mdt) for _, ec in e_chunks], [kb.tile(ec, (L,), mdt) for _, ec in e_chunks],
-                v_tiles()) for _ in range(sets)]
+                _v_tiles(kb, s_blocks, v, S, Ev, mdt)) for _ in range(sets)]
     head = 0
+    # the log-sum-exp is collected per batch as [128 queries, (query tile, head) columns], two
+    # instructions per query tile, and stored once per batch: laid out [B, L, H] (heads inner, as
+    # the CPU flash kernel returns it; columns tile-major) each partition writes runs of H values;
+    # laid out [B, H, L] densely (columns head-major) TensorE transposes turn the columns into rows
+    # of 128 consecutive values of the output (512-byte runs)
+    lm = ctx.call.outputs[lse_out] if lse_out is not None else None
+    heads_inner = lm is not None and lm.ndim >= 2 and H > 1 and lm.stride[-2] < lm.stride[-1]
+    dense_rows = lm is not None and lm.stride[-1] == 1 and L % P == 0 and (lm.ndim < 2 or lm.stride[-2] == L or H == 1)
+    n_qt = ceil_div(L, P)
     for b in range(B):
+        lse_all = kb.tile(P, (n_qt * H,), F32) if heads_inner or dense_rows else None
         for h in range(H):
             hk = h // group
             kt, qt, vt_buf = buffers[head % len(buffers)]
             head += 1
-            for (e0, ec), ktile, qtile in zip(e_chunks, kt, qt):
-                load(kb, q_in[0], ctx.inputs[1], dt, off(k, b, hk) + e0 * k.stride[-1], k.stride[-1], ec,
-                     [(k.stride[-2], S)], ktile)
-                load(kb, q_in[1], ctx.inputs[0], dt, off(q, b, h) + e0 * q.stride[-1], q.stride[-1], ec,
-                     [(q.stride[-2], L)], qtile)
-            vt = {}          # first key of a block or of a 128-key chunk -> (layout, chunks, tile)
-            for n, (kind, c0, nck, t) in enumerate(vt_buf):
-                if kind == "perm":
-                    kb.dma(q_in[n % 2], hbm(ctx.inputs[2], P, nck * v.stride[-2], [(v.stride[-2], nck), (1, Ev)],
-                                            v.dtype, offset=off(v, b, hk) + c0 * v.stride[-2]), t)
-                else:
-                    load(kb, q_in[n % 2], ctx.inputs[2], v.dtype, off(v, b, hk) + c0 * v.stride[-2], v.stride[-2],
-                         t.partitions, [(v.stride[-1], Ev)], t)
-                vt[c0] = (kind, nck, t)
+            vt = _load_head(ctx, q_in, kt, qt, vt_buf, e_chunks, b, h, hk, dt)
             # the (query tile, key block) work items of this head; causal skips the blocks entirely
             # above the diagonal. Two query tiles are in flight, their blocks alternating.
             per_tile = [[(q0, min(P, L - q0), s0, sb) for s0, sb in s_blocks
@@ -149,7 +124,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             last_of = {q0: i for i, (q0, _, _, _) in enumerate(items)}
             state: dict[int, dict] = {}
             finished: list[list[AP]] = []
-            lse_row = kb.tile(1, (L,), F32) if lse_out is not None else None
+            lse_row = kb.tile(1, (L,), F32) if lse_out is not None and lse_all is None else None
 
             def seen(q0: int, lq: int, s0: int, sb: int) -> int:
                 """Key columns of a block the tile's queries can see: under the causal mask the keys
@@ -167,7 +142,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 return sc_t
 
             def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
-                      last_of=last_of, vt=vt, lse_row=lse_row):
+                      last_of=last_of, vt=vt, lse_row=lse_row, lse_all=lse_all):
                 """Emit work item i stage by stage; each ``yield`` lets the other lane emit its stage,
                 so every engine's program order alternates between two independent chains."""
                 nonlocal neg_big, turn
@@ -182,33 +157,11 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 se = seen(q0, lq, s0, sb)
                 logits, factor, tmp = scores.view(0, [(1, se)]), scale, None
                 if causal and s0 + se - 1 > q0:
-                    # only the columns past the first query's key hold a triangle: masked in place in PSUM
-                    t0 = max(0, q0 - s0)
-                    key = (q0 - s0 - t0, lq, se - t0)
-                    if key not in causal_masks:
-                        mt = kb.tile(lq, (se - t0,), F32)
-                        kb.emit(Memset(out=mt, value=0.0))
-                        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0; else -inf
-                        kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0 - t0, channel_multiplier=1,
-                                             coefs=(-1,), fill=fill))
-                        causal_masks[key] = mt
-                    tri = scores.view(t0, [(1, se - t0)])
-                    kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
+                    _mask_causal_in_psum(kb, scores, causal_masks, q0, lq, s0, se, fill)
                 elif mask is not None and mask_st is not None:  # one implies the other
                     tmp = kb.tile(lq, (sb,), F32)
-                    kb.emit(Activation(func=Act.COPY, inp=scores, out=tmp, scale=scale))
-                    mt = kb.tile(lq, (sb,), mask.dtype)
-                    mo = mask.offset + b * mask_st[0] + h * mask_st[1] + q0 * mask_st[2] + s0 * mask_st[3]
-                    load(kb, q_mask, ctx.inputs[3], mask.dtype, mo, mask_st[2], lq, [(mask_st[3], sb)], mt)
-                    if mask.dtype == DType.bool_:
-                        if neg_big is None:
-                            neg_big = kb.tile(P, (1,), F32)
-                            kb.emit(Memset(out=neg_big, value=float("-inf")))
-                        kb.emit(Select(pred=mt, on_true=tmp, on_false=neg_big.rows(0, lq).view(0, [(0, sb)]),
-                                       out=tmp))
-                    else:
-                        kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=mt, out=tmp))
-                    kb.release(mt)
+                    neg_big = _apply_explicit_mask(ctx, q_mask, scores, tmp, mask_st, neg_big, scale, b, h, q0, lq,
+                                                   s0, sb)
                     logits, factor = tmp, 1.0
                 # row max of factor * logits, negated (VectorE, straight from PSUM)
                 nmb = kb.tile(lq, (1,), F32)
@@ -289,16 +242,19 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 ot = kb.tile(lq, (Ev,), out.dtype)
                 for (e0, w), a in zip(ev_slices, acc):
                     kb.emit(TensorScalar(inp=a, out=ot.view(e0, [(1, w)]), alu0=Alu.DIVIDE, scalar0=total))
-                store(kb, q_out, ot, ctx.outputs[0], out.dtype, off(out, b, h) + q0 * out.stride[-2],
+                store(kb, q_out, ot, ctx.outputs[0], out.dtype, _head_offset(out, b, h) + q0 * out.stride[-2],
                       out.stride[-2], lq, [(out.stride[-1], Ev)])
                 extra = []
-                if lse_out is not None:
+                if lse_all is not None:
+                    # log(sum) + max straight into the batch's [query, tile x head] collection
+                    c = (q0 // P) * H + h if heads_inner else h * n_qt + q0 // P
+                    _log_sum_exp(kb, total, neg_m, lse_all.rows(0, lq).view(c, [(1, 1)]))
+                elif lse_row is not None:
                     # log-sum-exp of the tile's rows, turned into a row of the head's [1, L] vector
                     # (TensorE transpose into the accumulator's bank, which the division has read):
                     # one store of L contiguous values per head, not L 4-byte descriptors
                     lt = kb.tile(lq, (1,), F32)
-                    kb.emit(Activation(func=Act.LOG, inp=total, out=lt))
-                    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=lt, in1=neg_m, out=lt))
+                    _log_sum_exp(kb, total, neg_m, lt)
                     row_ps = acc[0].view(0, [(1, lq)], partitions=1)
                     kb.emit(TensorTranspose(src=lt, dst=row_ps))
                     kb.copy(row_ps, lse_row.view(q0, [(1, lq)]))
@@ -342,11 +298,148 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             held_q = [t for group in finished for t in group] + ([lse_row] if lse_row is not None else [])
             kb.release(*held_bh)
             held_bh = list(held_q)
+        if lse_all is not None and lm is not None and lse_out is not None:  # one implies the others
+            if heads_inner:
+                _store_lse_heads_inner(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
+            else:
+                _store_lse_rows(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
+            held_bh.append(lse_all)
     kb.release(*held_bh, *causal_masks.values())
     for kt, qt, vts in buffers:
         kb.release(*kt, *qt, *(t for *_, t in vts))
     if neg_big is not None:
         kb.release(neg_big)
+
+
+def _head_offset(meta, b: int, h: int) -> int:
+    """Element offset of batch b, head h of a [B, H, ., .] / [H, ., .] / [., .] tensor (a size-1
+    batch or head dim broadcasts)."""
+    st = meta.stride
+    nb = meta.ndim - 2
+    o = meta.offset
+    if nb == 2:
+        o += (b * st[0] if meta.shape[0] != 1 else 0) + (h * st[1] if meta.shape[1] != 1 else 0)
+    elif nb == 1:
+        o += h * st[0] if meta.shape[0] != 1 else 0
+    return o
+
+
+def _v_tiles(kb, s_blocks, v, S: int, Ev: int, mdt: DType) -> list:
+    """V of one head: per full key block one [P, nck x Ev] tile whose partition r holds keys
+    s0 + r*nck .. s0 + r*nck + nck - 1 (one contiguous run of nck rows per partition: 1 KiB
+    descriptors for 128-wide BF16 heads instead of 256-byte rows); a partial block per 128 keys."""
+    P = kb.spec.partitions
+    tiles = []
+    for s0, sb in s_blocks:
+        nck = ceil_div(sb, P)
+        if sb == nck * P and nck > 1 and v.stride[-1] == 1:
+            tiles.append(("perm", s0, nck, kb.tile(P, (nck * Ev,), mdt)))
+        else:
+            tiles += [("rows", c0, 1, kb.tile(min(P, S - c0), (Ev,), mdt))
+                      for c0 in range(s0, s0 + sb, P)]
+    return tiles
+
+
+def _load_head(ctx: LoweringContext, q_in: list[int], kt: list[AP], qt: list[AP], vt_buf: list, e_chunks, b: int,
+               h: int, hk: int, dt: DType) -> dict:
+    """K^T and Q^T of head h (key head hk) by DMA transpose into the buffer set's chunks of the head
+    dim, V into its block tiles; returns first key of a block or 128-key chunk -> (layout, chunks, tile)."""
+    kb = ctx.kb
+    P = kb.spec.partitions
+    q, k, v = ctx.call.inputs[0], ctx.call.inputs[1], ctx.call.inputs[2]
+    S, L, Ev = k.shape[-2], q.shape[-2], v.shape[-1]
+    for (e0, ec), ktile, qtile in zip(e_chunks, kt, qt):
+        load(kb, q_in[0], ctx.inputs[1], dt, _head_offset(k, b, hk) + e0 * k.stride[-1], k.stride[-1], ec,
+             [(k.stride[-2], S)], ktile)
+        load(kb, q_in[1], ctx.inputs[0], dt, _head_offset(q, b, h) + e0 * q.stride[-1], q.stride[-1], ec,
+             [(q.stride[-2], L)], qtile)
+    vt = {}
+    for n, (kind, c0, nck, t) in enumerate(vt_buf):
+        if kind == "perm":
+            kb.dma(q_in[n % 2], hbm(ctx.inputs[2], P, nck * v.stride[-2], [(v.stride[-2], nck), (1, Ev)],
+                                    v.dtype, offset=_head_offset(v, b, hk) + c0 * v.stride[-2]), t)
+        else:
+            load(kb, q_in[n % 2], ctx.inputs[2], v.dtype, _head_offset(v, b, hk) + c0 * v.stride[-2], v.stride[-2],
+                 t.partitions, [(v.stride[-1], Ev)], t)
+        vt[c0] = (kind, nck, t)
+    return vt
+
+
+def _mask_causal_in_psum(kb, scores: AP, causal_masks: dict, q0: int, lq: int, s0: int, se: int,
+                         fill: float) -> None:
+    """Add the causal triangle's -inf to a diagonal scores block in place in PSUM: only the columns
+    past the first query's key hold a triangle; the additive mask tile is made once per offset."""
+    t0 = max(0, q0 - s0)
+    key = (q0 - s0 - t0, lq, se - t0)
+    if key not in causal_masks:
+        mt = kb.tile(lq, (se - t0,), F32)
+        kb.emit(Memset(out=mt, value=0.0))
+        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0; else -inf
+        kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0 - t0, channel_multiplier=1,
+                             coefs=(-1,), fill=fill))
+        causal_masks[key] = mt
+    tri = scores.view(t0, [(1, se - t0)])
+    kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
+
+
+def _apply_explicit_mask(ctx: LoweringContext, q_mask: int, scores: AP, tmp: AP, mask_st, neg_big: AP | None,
+                         scale: float, b: int, h: int, q0: int, lq: int, s0: int, sb: int) -> AP | None:
+    """tmp = scale * scores with the attention mask's block applied (a boolean mask selects -inf, an
+    additive one is added); returns the [P, 1] -inf tile a boolean mask needs (made on first use)."""
+    kb = ctx.kb
+    mask = ctx.call.inputs[3]
+    kb.emit(Activation(func=Act.COPY, inp=scores, out=tmp, scale=scale))
+    mt = kb.tile(lq, (sb,), mask.dtype)
+    mo = mask.offset + b * mask_st[0] + h * mask_st[1] + q0 * mask_st[2] + s0 * mask_st[3]
+    load(kb, q_mask, ctx.inputs[3], mask.dtype, mo, mask_st[2], lq, [(mask_st[3], sb)], mt)
+    if mask.dtype == DType.bool_:
+        if neg_big is None:
+            neg_big = kb.tile(kb.spec.partitions, (1,), F32)
+            kb.emit(Memset(out=neg_big, value=float("-inf")))
+        kb.emit(Select(pred=mt, on_true=tmp, on_false=neg_big.rows(0, lq).view(0, [(0, sb)]), out=tmp))
+    else:
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=mt, out=tmp))
+    kb.release(mt)
+    return neg_big
+
+
+def _log_sum_exp(kb, total: AP, neg_m: AP, out: AP) -> None:
+    """out = log(row sum) - (-row max): the rows' log-sum-exp from the softmax's running state."""
+    kb.emit(Activation(func=Act.LOG, inp=total, out=out))
+    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=out, in1=neg_m, out=out))
+
+
+def _store_lse_heads_inner(kb, queue: int, lse_all: AP, tensor: int, lm, b: int, H: int, L: int) -> None:
+    """Batch b's log-sum-exp, collected as [128 queries, query tile x head], to its [B, H, L] output
+    whose heads are adjacent: partition p of full query tile t holds (t * 128 + p, every head)."""
+    P = lse_all.partitions
+    s_h, s_l = lm.stride[-2], lm.stride[-1]
+    lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0)
+    full, rem = divmod(L, P)
+    if full:
+        kb.dma(queue, lse_all.view(0, [(1, full * H)]), hbm(tensor, P, s_l, [(P * s_l, full), (s_h, H)], lm.dtype,
+                                                           offset=lo))
+    if rem:
+        kb.dma(queue, lse_all.rows(0, rem).view(full * H, [(1, H)]),
+               hbm(tensor, rem, s_l, [(s_h, H)], lm.dtype, offset=lo + full * P * s_l))
+
+
+def _store_lse_rows(kb, queue: int, lse_all: AP, tensor: int, lm, b: int, H: int, L: int) -> None:
+    """Batch b's log-sum-exp, collected as [128 queries, (head, query tile) columns], to its dense
+    [B, H, L] output: column i holds values i*128 .. i*128 + 127 of the batch's H x L block, so
+    TensorE transposes (128 columns at a time) make rows that leave as one 512-byte run each."""
+    P = lse_all.partitions
+    lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0)
+    total = lse_all.free_size
+    for c0 in range(0, total, P):
+        cols = min(P, total - c0)
+        ps = kb.psum_tile(cols, (P,), F32)
+        kb.emit(TensorTranspose(src=lse_all.view(c0, [(1, cols)]), dst=ps))
+        rows = kb.tile(cols, (P,), F32)
+        kb.copy(ps, rows)
+        kb.release(ps)
+        kb.dma(queue, rows, hbm(tensor, cols, P, [(1, P)], lm.dtype, offset=lo + c0 * P))
+        kb.release(rows)
 
 
 @lowering("aten::scaled_dot_product_attention")

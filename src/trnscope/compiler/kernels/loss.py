@@ -1,14 +1,17 @@
 """Classification loss (``nll_loss`` forward and backward) and boolean reductions / tests.
 
 nll_loss forward picks ``-log_prob[i, target[i]]`` with an indirect DMA: the row index i*C + t is
-computed on VectorE from an iota and the target tile, so no log-prob row is read in full. The
+computed on VectorE from an iota and the target tile, so no log-prob row is read in full. The rows
+are laid out n // 128 consecutive ones to a partition, so one target load (a contiguous run per
+partition) and one indirect DMA serve all of them; the picks are 4-byte descriptors either way. The
 backward builds each row of the gradient as a one-hot (iota == target) scaled by the row's weight,
 so it writes the [N, C] gradient once and needs no scatter.
 """
 
 from __future__ import annotations
 
-from ...isa import Alu, DmaGather, Iota, Memset, PartitionReduce, TensorScalar, TensorTensor, hbm
+from ...isa import Alu, DmaGather, Iota, Memset, PartitionReduce, ScalarTensorTensor, TensorReduce, TensorScalar, \
+    TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
 from .elementwise import emit_map
 from .reduce import emit_reduce
@@ -23,44 +26,63 @@ def _rows_classes(ctx: LoweringContext) -> tuple[int, int]:
     return logp.shape[0], logp.shape[1]
 
 
-def _valid_and_index(ctx, kb, r0, rows, classes, target_idx, q, row_stride=None, col_stride=1):
+def _valid_and_index(ctx, kb, r0, rows, classes, target_idx, q, row_stride=None, col_stride=1, *, pstep=1,
+                     cols=1):
     """Tiles for a block of rows: target (as loaded), the clamped element index of (i, t) in the
-    log-prob tensor, and valid (0/1, fp32)."""
+    log-prob tensor, and valid (0/1, fp32). The block is [rows, cols]: element (p, c) is row
+    r0 + p * pstep + c (``cols`` rows a partition when they are consecutive, one otherwise)."""
     row_stride = classes if row_stride is None else row_stride
     target = ctx.call.inputs[target_idx]
     ignore = int(ctx.call.attr("ignore_index", -100))
-    tgt = kb.tile(rows, (1,), target.dtype)
+    tgt = kb.tile(rows, (cols,), target.dtype)
     tstride = target.stride[0] if target.ndim else 0
-    kb.dma(q, hbm(ctx.inputs[target_idx], rows, tstride, [(1, 1)], target.dtype, offset=r0 * tstride), tgt)
-    valid = kb.tile(rows, (1,), "float32")
+    kb.dma(q, hbm(ctx.inputs[target_idx], rows, pstep * tstride, [(tstride, cols)], target.dtype,
+                  offset=r0 * tstride), tgt)
+    valid = kb.tile(rows, (cols,), "float32")
     kb.emit(TensorScalar(inp=tgt, out=valid, alu0=Alu.NOT_EQUAL, scalar0=float(ignore)))
-    safe = kb.tile(rows, (1,), "int32")
+    safe = kb.tile(rows, (cols,), "int32")
     kb.emit(TensorScalar(inp=tgt, out=safe, alu0=Alu.MAX, scalar0=0.0, alu1=Alu.MIN, scalar1=float(classes - 1)))
     if col_stride != 1:
         kb.emit(TensorScalar(inp=safe, out=safe, alu0=Alu.MULTIPLY, scalar0=float(col_stride)))
-    base = kb.tile(rows, (1,), "int32")
-    kb.emit(Iota(out=base, base=r0 * row_stride, channel_multiplier=row_stride))
-    flat = kb.tile(rows, (1,), "int32")
+    base = kb.tile(rows, (cols,), "int32")
+    kb.emit(Iota(out=base, base=r0 * row_stride, channel_multiplier=pstep * row_stride,
+                 coefs=(row_stride,) if cols > 1 else ()))
+    flat = kb.tile(rows, (cols,), "int32")
     kb.emit(TensorTensor(alu=Alu.ADD, in0=base, in1=safe, out=flat))
     kb.release(safe, base)
     return tgt, flat, valid
 
 
-def _row_weight(ctx, kb, rows, tgt_safe_flat, valid, weight_idx, q):
-    """valid * weight[target] per row ([rows, 1] fp32)."""
+def _row_weight(ctx, kb, rows, tgt_safe_flat, valid, weight_idx, q, cols=1):
+    """valid * weight[target] per row ([rows, cols] fp32)."""
     w = ctx.call.inputs.optional(weight_idx)
     if w is None:
         return valid
     tgt, classes = tgt_safe_flat
-    idx = kb.tile(rows, (1,), "int32")
+    idx = kb.tile(rows, (cols,), "int32")
     kb.emit(TensorScalar(inp=tgt, out=idx, alu0=Alu.MAX, scalar0=0.0, alu1=Alu.MIN, scalar1=float(classes - 1)))
-    picked = kb.tile(rows, (1,), w.dtype)
+    picked = kb.tile(rows, (cols,), w.dtype)
     kb.emit(DmaGather(queue=q, table=hbm(ctx.inputs[weight_idx], classes, w.stride[0], [(1, 1)], w.dtype),
                       index=idx, dst=picked))
-    out = kb.tile(rows, (1,), "float32")
+    out = kb.tile(rows, (cols,), "float32")
     kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=valid, in1=picked, out=out))
     kb.release(idx, picked)
     return out
+
+
+ROWS_PER_PARTITION = 1024   # nll_loss_forward rows a partition picks per block (its tiles: ~32 KiB a partition)
+
+
+def _row_blocks(n: int, parts: int) -> list[tuple[int, int, int, int]]:
+    """(first row, partitions, row step between partitions, rows a partition) of nll_loss_forward's
+    blocks: the rows a multiple of 128 covers are laid out ``n // 128`` consecutive rows to a
+    partition (one contiguous target run per partition, one indirect DMA for all of them), the
+    remainder one row a partition."""
+    c = n // parts
+    blocks = [(c0, parts, c, min(ROWS_PER_PARTITION, c - c0)) for c0 in range(0, c, ROWS_PER_PARTITION)]
+    if n - parts * c:
+        blocks.append((parts * c, n - parts * c, 1, 1))
+    return blocks
 
 
 @lowering("aten::nll_loss_forward")
@@ -80,27 +102,33 @@ def _nll_loss_forward(ctx: LoweringContext) -> None:
     row_stride = logp.stride[0] if logp.ndim == 2 else classes
     col_stride = logp.stride[-1]
     span = (n - 1) * row_stride + (classes - 1) * col_stride + 1
-    for r0 in range(0, n, P):
-        rows = min(P, n - r0)
-        tgt, flat, valid = _valid_and_index(ctx, kb, r0, rows, classes, 1, q_in, row_stride, col_stride)
-        picked = kb.tile(rows, (1,), logp.dtype)
+    for r0, rows, pstep, cols in _row_blocks(n, P):
+        tgt, flat, valid = _valid_and_index(ctx, kb, r0, rows, classes, 1, q_in, row_stride, col_stride, pstep=pstep,
+                                            cols=cols)
+        picked = kb.tile(rows, (cols,), logp.dtype)
         table = hbm(ctx.inputs[0], span, 1, [(1, 1)], logp.dtype)
         kb.emit(DmaGather(queue=q_g, table=table, index=flat, dst=picked))
-        w = _row_weight(ctx, kb, rows, (tgt, classes), valid, 2, q_g)
-        loss = kb.tile(rows, (1,), "float32")
+        w = _row_weight(ctx, kb, rows, (tgt, classes), valid, 2, q_g, cols)
+        loss = kb.tile(rows, (cols,), "float32")
         # loss_i = -log_prob[i, t_i] * w_i
-        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=picked, in1=w, out=loss))
-        kb.emit(TensorScalar(inp=loss, out=loss, alu0=Alu.MULTIPLY, scalar0=-1.0))
+        kb.emit(ScalarTensorTensor(inp=picked, scalar0=-1.0, in1=w, out=loss, alu0=Alu.MULTIPLY, alu1=Alu.MULTIPLY))
+        made = [tgt, flat, valid, picked, w, loss]
         if reduction == REDUCTION_NONE:
-            res = kb.tile(rows, (1,), out_meta.dtype)
+            res = kb.tile(rows, (cols,), out_meta.dtype)
             kb.copy(loss, res)
             ostride = out_meta.stride[0] if out_meta.ndim else 0
-            kb.dma(q_out, res, hbm(ctx.outputs[0], rows, ostride, [(1, 1)], out_meta.dtype, offset=r0 * ostride))
-            kb.release(res)
+            kb.dma(q_out, res, hbm(ctx.outputs[0], rows, pstep * ostride, [(ostride, cols)], out_meta.dtype,
+                                   offset=r0 * ostride))
+            made.append(res)
         else:
-            kb.emit(TensorTensor(alu=Alu.ADD, in0=acc_loss.rows(0, rows), in1=loss, out=acc_loss.rows(0, rows)))
-            kb.emit(TensorTensor(alu=Alu.ADD, in0=acc_w.rows(0, rows), in1=w, out=acc_w.rows(0, rows)))
-        kb.release(*{id(t): t for t in (tgt, flat, valid, picked, w, loss)}.values())
+            for acc, t in ((acc_loss, loss), (acc_w, w)):
+                part = t
+                if cols > 1:
+                    part = kb.tile(rows, (1,), "float32")
+                    kb.emit(TensorReduce(alu=Alu.ADD, inp=t, out=part))
+                    made.append(part)
+                kb.emit(TensorTensor(alu=Alu.ADD, in0=acc.rows(0, rows), in1=part, out=acc.rows(0, rows)))
+        kb.release(*{id(t): t for t in made}.values())
     total_w = kb.tile(1, (1,), "float32")
     kb.emit(PartitionReduce(alu=Alu.ADD, inp=acc_w, out=total_w))
     if reduction != REDUCTION_NONE:

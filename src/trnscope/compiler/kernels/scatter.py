@@ -22,12 +22,13 @@ chunk by chunk with the reduction's own ALU op (the last-match rule compares pos
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
 from ...isa import AP, Act, Activation, Alu, DmaScatter, DType, Iota, Memset, Select, TensorReduce, TensorScalar, \
     TensorTensor, hbm
 from ..lowering import LoweringContext, NoLowering, lowering
-from .common import F32, attr, load, queues, row_plan, store
+from .common import F32, RowPlan, attr, load, queues, row_plan, store
 from ..tiling import coalesce
 from .movement import copy_region
 
@@ -39,6 +40,283 @@ _IDENT = {"sum": 0.0, "prod": 1.0, "amax": float("-inf"), "amin": float("inf"), 
 _ALU = {"sum": Alu.ADD, "prod": Alu.MULTIPLY, "amax": Alu.MAX, "amin": Alu.MIN, "mean": Alu.ADD}
 _REDUCE_NAMES = {"add": "sum", "sum": "sum", "multiply": "prod", "prod": "prod", "mean": "mean", "amax": "amax",
                  "amin": "amin"}
+
+
+class _Tiles:
+    """Allocates [rows, cols] tiles and remembers them, so a group can be released together."""
+
+    def __init__(self, kb, rows: int, dtype: DType) -> None:
+        self.kb, self.rows, self.dtype = kb, rows, dtype
+        self.made: list[AP] = []
+
+    def __call__(self, cols: int, dt: DType | None = None) -> AP:
+        a = self.kb.tile(self.rows, (cols,), dt if dt is not None else self.dtype)
+        self.made.append(a)
+        return a
+
+
+@dataclass
+class _Chunk:
+    """One chunk of index elements j0 .. j0 + w - 1 of a row tile: the index as FP32 (wrapped), the
+    source (None for a value fill) and, for a last-match scatter, the positions j."""
+    j0: int
+    w: int
+    idx: AP
+    src: AP | None
+    jpos: AP | None
+
+
+@dataclass
+class _Partial:
+    """What the j chunks of one k chunk have combined so far: the reduction (or the last match's
+    value), the hit count and, for a last-match scatter, the last matching position."""
+    acc: AP | None = None
+    cnt: AP | None = None
+    best: AP | None = None
+
+
+@dataclass
+class _OneHot:
+    """The one-hot scatter kernel of one call (see the module docstring): its inputs, its row plan
+    and its constants."""
+    ctx: LoweringContext
+    dim: int
+    mode: str
+    include_self: bool
+    alpha: float
+    wrap: bool
+    src_given: bool
+    plan: RowPlan
+    fst: list[int]
+    consts: dict[str, AP]
+    need_count: bool
+    J: int    # index elements per row
+
+    @property
+    def kb(self):
+        return self.ctx.kb
+
+    @property
+    def vdt(self) -> DType:
+        return F32 if self.ctx.call.outputs[0].dtype.is_float else DType.int32
+
+    def load_chunk(self, t, j0: int, w: int, tile: _Tiles) -> _Chunk:
+        """Index (as FP32, wrapped) and source of index elements j0 .. j0+w-1 of every row."""
+        kb, ctx = self.kb, self.ctx
+        idx_m = ctx.call.inputs[1]
+        qin, _ = queues(kb)
+        fst, rows = self.fst, t.rows
+        raw = tile(w, idx_m.dtype)
+        load(kb, qin[0], ctx.inputs[1], idx_m.dtype, t.offsets[0] + j0 * fst[0], t.pstrides[0], rows,
+             [(fst[0], w)], raw)
+        idx = tile(w, F32)
+        kb.copy(raw, idx)
+        if self.wrap:  # index + K where index < 0
+            K = ctx.call.inputs[0].shape[self.dim] if ctx.call.inputs[0].ndim else 1
+            neg = tile(w, F32)
+            kb.emit(TensorScalar(inp=idx, out=neg, alu0=Alu.IS_LT, scalar0=0.0, alu1=Alu.MULTIPLY,
+                                 scalar1=float(K)))
+            kb.emit(TensorTensor(alu=Alu.ADD, in0=idx, in1=neg, out=idx))
+        src = None
+        if self.src_given:
+            src_m = ctx.call.inputs[2]
+            src = tile(w, src_m.dtype)
+            load(kb, qin[1], ctx.inputs[2], src_m.dtype, t.offsets[1] + j0 * fst[1], t.pstrides[1], rows,
+                 [(fst[1], w)], src)
+        jpos = None
+        if self.mode == "set" and src is not None:
+            jpos = tile(w, F32)
+            kb.emit(Iota(out=jpos, base=j0, coefs=(1,)))
+        return _Chunk(j0, w, idx, src, jpos)
+
+    def match(self, rows: int, n: int, kpos: AP, ch: _Chunk, mask: _Tiles, tile: _Tiles, part: _Partial) -> None:
+        """Compare chunk ``ch``'s index with the k chunk's positions and fold its sources into ``part``."""
+        kb, w, consts = self.kb, ch.w, self.consts
+        eq = mask(n * w)
+        kb.emit(TensorTensor(alu=Alu.IS_EQUAL, in0=_bcast_j(ch.idx, n, w), in1=_bcast_k(kpos, n, w),
+                             out=eq.view(0, [(w, n), (1, w)])))
+        grid = eq.view(0, [(w, n), (1, w)])
+        if self.need_count:
+            c = tile(n, F32)
+            kb.emit(TensorReduce(alu=Alu.ADD, inp=grid, out=c))
+            if part.cnt is None:
+                part.cnt = c
+            else:
+                kb.emit(TensorTensor(alu=Alu.ADD, in0=part.cnt, in1=c, out=part.cnt))
+        if self.mode == "set":
+            if ch.src is not None and ch.jpos is not None:  # both or neither: value / value_input is the source
+                self._last_match(rows, n, ch, grid, mask, tile, part)
+            return
+        assert ch.src is not None, "a scatter reduction has a source"
+        sel = mask(n * w, self.vdt)
+        kb.emit(Select(pred=grid, on_true=_bcast_j(ch.src, n, w),
+                       on_false=consts["ident"].rows(0, rows).view(0, [(0, n), (0, w)]),
+                       out=sel.view(0, [(w, n), (1, w)])))
+        red = tile(n, self.vdt)
+        kb.emit(TensorReduce(alu=_ALU[self.mode], inp=sel.view(0, [(w, n), (1, w)]), out=red))
+        if part.acc is None:
+            part.acc = red
+        else:
+            kb.emit(TensorTensor(alu=_ALU[self.mode], in0=part.acc, in1=red, out=part.acc))
+
+    def _last_match(self, rows: int, n: int, ch: _Chunk, grid: AP, mask: _Tiles, tile: _Tiles,
+                    part: _Partial) -> None:
+        """The last matching j of the chunk, then the source value there, merged with the earlier
+        chunks' (a later position wins)."""
+        kb, w, consts = self.kb, ch.w, self.consts
+        assert ch.src is not None and ch.jpos is not None
+        pg = mask(n * w)
+        kb.emit(Select(pred=grid, on_true=_bcast_j(ch.jpos, n, w),
+                       on_false=consts["neg1"].rows(0, rows).view(0, [(0, n), (0, w)]),
+                       out=pg.view(0, [(w, n), (1, w)])))
+        pos = tile(n, F32)
+        kb.emit(TensorReduce(alu=Alu.MAX, inp=pg.view(0, [(w, n), (1, w)]), out=pos))
+        kb.emit(TensorTensor(alu=Alu.IS_EQUAL, in0=_bcast_j(ch.jpos, n, w), in1=_bcast_k(pos, n, w),
+                             out=pg.view(0, [(w, n), (1, w)])))
+        sel = mask(n * w, self.vdt)
+        kb.emit(Select(pred=pg.view(0, [(w, n), (1, w)]), on_true=_bcast_j(ch.src, n, w),
+                       on_false=consts["ninf"].rows(0, rows).view(0, [(0, n), (0, w)]),
+                       out=sel.view(0, [(w, n), (1, w)])))
+        val = tile(n, self.vdt)
+        kb.emit(TensorReduce(alu=Alu.MAX, inp=sel.view(0, [(w, n), (1, w)]), out=val))
+        if part.best is None or part.acc is None:  # both or neither: the first chunk
+            part.best, part.acc = pos, val
+        else:
+            upd = tile(n, F32)
+            kb.emit(TensorTensor(alu=Alu.IS_GT, in0=pos, in1=part.best, out=upd))
+            kb.emit(TensorTensor(alu=Alu.MAX, in0=part.best, in1=pos, out=part.best))
+            kb.emit(Select(pred=upd, on_true=val, on_false=part.acc, out=part.acc))
+
+    def combine_and_store(self, t, k0: int, n: int, part: _Partial, tile: _Tiles) -> None:
+        """Positions k0 .. k0+n-1 of the output rows: the partial result combined with ``self``."""
+        kb, ctx, rows = self.kb, self.ctx, t.rows
+        self_m, out = ctx.call.inputs[0], ctx.call.outputs[0]
+        s_stride = self_m.stride if self_m.ndim else (1,)
+        o_stride = out.stride if out.ndim else (1,)
+        qin, qout = queues(kb)
+        mode, vdt = self.mode, self.vdt
+        acc, cnt = part.acc, part.cnt
+        selft = tile(n, self_m.dtype)
+        load(kb, qin[1], ctx.inputs[0], self_m.dtype, t.offsets[2] + k0 * s_stride[self.dim], t.pstrides[2], rows,
+             [(s_stride[self.dim], n)], selft)
+        res = tile(n, vdt)
+        if mode == "set":
+            hit = tile(n, F32)
+            if not self.src_given:
+                assert cnt is not None  # need_count holds
+                kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
+                acc = self.consts["value"].rows(0, rows).view(0, [(0, n)])
+            else:
+                assert part.best is not None and acc is not None  # J > 0: at least one j chunk
+                kb.emit(TensorScalar(inp=part.best, out=hit, alu0=Alu.IS_GE, scalar0=0.0))
+            kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
+        elif mode == "mean":
+            assert acc is not None and cnt is not None  # J > 0; need_count holds
+            if self.include_self:
+                kb.emit(TensorTensor(alu=Alu.ADD, in0=acc, in1=selft, out=acc))
+                kb.emit(TensorScalar(inp=cnt, out=cnt, alu0=Alu.ADD, scalar0=1.0))
+            else:
+                hit = tile(n, F32)
+                kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
+                kb.emit(TensorScalar(inp=cnt, out=cnt, alu0=Alu.MAX, scalar0=1.0))
+            kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=acc, in1=cnt, out=acc))
+            if not out.dtype.is_float:
+                kb.emit(Activation(func=Act.FLOOR, inp=acc, out=acc))
+            if self.include_self:
+                kb.copy(acc, res)
+            else:
+                kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
+        else:
+            assert acc is not None  # J > 0: at least one j chunk
+            if self.alpha != 1.0:
+                kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.MULTIPLY, scalar0=float(self.alpha)))
+            if self.include_self:
+                kb.emit(TensorTensor(alu=_ALU[mode], in0=selft, in1=acc, out=res))
+            else:
+                assert cnt is not None  # need_count holds
+                hit = tile(n, F32)
+                kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
+                kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
+        ot = tile(n, out.dtype)
+        kb.copy(res, ot)
+        store(kb, qout, ot, ctx.outputs[0], out.dtype, t.offsets[3] + k0 * o_stride[self.dim], t.pstrides[3], rows,
+              [(o_stride[self.dim], n)])
+
+    def row_tile(self, t) -> list[AP]:
+        """Every k chunk of one row tile; returns the tiles still to release (one tile of lag)."""
+        kb, ctx = self.kb, self.ctx
+        rows = t.rows
+        K = (ctx.call.inputs[0].shape if ctx.call.inputs[0].ndim else (1,))[self.dim]
+        J = self.J
+        jc = min(J, JCHUNK)
+        kc = max(1, min(K, PAIRS // jc))
+        spans = [(j0, min(jc, J - j0)) for j0 in range(0, J, jc)]
+        tile_tiles = _Tiles(kb, rows, self.vdt)
+        preloaded = [self.load_chunk(t, j0, w, tile_tiles) for j0, w in spans] if J <= PRELOAD else None
+        kheld: list[AP] = []
+        for k0 in range(0, K, kc):
+            tile = _Tiles(kb, rows, self.vdt)
+            n = min(kc, K - k0)
+            kpos = tile(n, F32)
+            kb.emit(Iota(out=kpos, base=k0, coefs=(1,)))
+            part = _Partial()
+            prev: list[AP] = []   # the previous j chunk's temporaries, released one chunk late
+            for ci, (j0, w) in enumerate(spans):
+                mask = _Tiles(kb, rows, F32)   # temporaries of this j chunk
+                ch = preloaded[ci] if preloaded else self.load_chunk(t, j0, w, mask)
+                kb.release(*prev)
+                prev = mask.made
+                self.match(rows, n, kpos, ch, mask, tile, part)
+            tile.made += prev
+            self.combine_and_store(t, k0, n, part, tile)
+            kb.release(*kheld)   # the previous k chunk's tiles (one chunk of lag: double buffering)
+            kheld = tile.made
+        return tile_tiles.made + kheld
+
+
+def _bcast_j(t: AP, n: int, w: int) -> AP:     # [rows, w] -> [rows, n, w] (same row for every k)
+    return t.view(0, [(0, n), (1, w)])
+
+
+def _bcast_k(t: AP, n: int, w: int) -> AP:     # [rows, n] -> [rows, n, w]
+    return t.view(0, [(1, n), (0, w)])
+
+
+def _scatter_consts(ctx: LoweringContext, mode: str, src_given: bool, rows_max: int, value: float | None,
+                    value_input: int | None) -> dict[str, AP]:
+    """The [rows, 1] constants of the one-hot kernel: a last-match scatter's -1 position and lowest
+    value (and its fill value without a source), a reduction's identity."""
+    kb = ctx.kb
+    out = ctx.call.outputs[0]
+    is_float = out.dtype.is_float
+    vdt = F32 if is_float else DType.int32
+
+    def const(v: float) -> AP:
+        c = kb.tile(rows_max, (1,), vdt)
+        kb.emit(Memset(out=c, value=v))
+        return c
+
+    consts: dict[str, AP] = {}
+    if mode == "set":
+        consts["neg1"] = const(-1.0)
+        consts["ninf"] = const(float("-inf") if is_float else -2.0 ** 31)
+        if not src_given:
+            qin, _ = queues(kb)
+            vt = kb.tile(rows_max, (1,), vdt)
+            if value_input is not None:
+                vm = ctx.call.inputs[value_input]
+                raw = kb.tile(rows_max, (1,), vm.dtype)
+                kb.dma(qin[0], hbm(ctx.inputs[value_input], rows_max, 0, [(1, 1)], vm.dtype), raw)
+                kb.copy(raw, vt)
+                kb.release(raw)
+            else:
+                assert value is not None, "a 'set' scatter without a source takes value or value_input"
+                kb.emit(Memset(out=vt, value=float(value)))
+            consts["value"] = vt
+    else:
+        consts["ident"] = const(_IDENT[mode] if is_float or mode in ("sum", "mean", "prod") else
+                                (-2.0 ** 31 if mode == "amax" else 2.0 ** 31 - 1))
+    return consts
 
 
 def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx_strides: tuple[int, ...],
@@ -72,201 +350,17 @@ def _emit_scatter(ctx: LoweringContext, *, dim: int, shape: tuple[int, ...], idx
     plan = row_plan(shape, [dim], [idx_strides, src_strides or idx_strides, self_rows, out_rows],
                     [m.offset for m in metas], parts=ctx.spec.partitions)
     fst = [fs[0] if plan.free_shape else 0 for fs in plan.free_strides]
-    qin, qout = queues(kb)
-    is_float = out.dtype.is_float
-    vdt = F32 if is_float else DType.int32
-    jc = min(J, JCHUNK)
-    kc = max(1, min(K, PAIRS // jc))
+    queues(kb)
     rows_max = max(t.rows for t in plan.tiles)
-
-    def const(v: float) -> AP:
-        c = kb.tile(rows_max, (1,), vdt)
-        kb.emit(Memset(out=c, value=v))
-        return c
-
-    consts: dict[str, AP] = {}
-    if mode == "set":
-        consts["neg1"] = const(-1.0)
-        consts["ninf"] = const(float("-inf") if is_float else -2.0 ** 31)
-        if src_strides is None:
-            vt = kb.tile(rows_max, (1,), vdt)
-            if value_input is not None:
-                vm = ctx.call.inputs[value_input]
-                raw = kb.tile(rows_max, (1,), vm.dtype)
-                kb.dma(qin[0], hbm(ctx.inputs[value_input], rows_max, 0, [(1, 1)], vm.dtype), raw)
-                kb.copy(raw, vt)
-                kb.release(raw)
-            else:
-                assert value is not None, "a 'set' scatter without a source takes value or value_input"
-                kb.emit(Memset(out=vt, value=float(value)))
-            consts["value"] = vt
-    else:
-        consts["ident"] = const(_IDENT[mode] if is_float or mode in ("sum", "mean", "prod") else
-                                (-2.0 ** 31 if mode == "amax" else 2.0 ** 31 - 1))
-    need_count = mode == "mean" or (mode != "set" and not include_self) or (mode == "set" and src_strides is None)
+    src_given = src_strides is not None
+    consts = _scatter_consts(ctx, mode, src_given, rows_max, value, value_input)
+    need_count = mode == "mean" or (mode != "set" and not include_self) or (mode == "set" and not src_given)
+    sc = _OneHot(ctx, dim, mode, include_self, alpha, wrap, src_given, plan, fst, consts, need_count, J)
     held: list[AP] = []
-
-    def bcast_j(t: AP, n: int, w: int) -> AP:     # [rows, w] -> [rows, n, w] (same row for every k)
-        return t.view(0, [(0, n), (1, w)])
-
-    def bcast_k(t: AP, n: int, w: int) -> AP:     # [rows, n] -> [rows, n, w]
-        return t.view(0, [(1, n), (0, w)])
-
     for t in plan.tiles:
-        rows = t.rows
-        made: list[AP] = []
-
-        def tile(cols: int, dt=vdt, *, rows=rows) -> AP:
-            a = kb.tile(rows, (cols,), dt)
-            made.append(a)  # noqa: B023 - the current k chunk's list (``made`` is renewed per chunk)
-            return a
-
-        def load_chunk(j0: int, w: int, tile=tile, *, rows=rows, t=t):
-            """Index (as FP32, wrapped) and source of index elements j0 .. j0+w-1 of every row."""
-            raw = tile(w, idx_m.dtype)
-            load(kb, qin[0], ctx.inputs[1], idx_m.dtype, t.offsets[0] + j0 * fst[0], t.pstrides[0], rows,
-                 [(fst[0], w)], raw)
-            idx = tile(w, F32)
-            kb.copy(raw, idx)
-            if wrap:  # index + K where index < 0
-                neg = tile(w, F32)
-                kb.emit(TensorScalar(inp=idx, out=neg, alu0=Alu.IS_LT, scalar0=0.0, alu1=Alu.MULTIPLY,
-                                     scalar1=float(K)))
-                kb.emit(TensorTensor(alu=Alu.ADD, in0=idx, in1=neg, out=idx))
-            src = None
-            if src_m is not None:  # src_strides given
-                src = tile(w, src_m.dtype)
-                load(kb, qin[1], ctx.inputs[2], src_m.dtype, t.offsets[1] + j0 * fst[1], t.pstrides[1], rows,
-                     [(fst[1], w)], src)
-            jpos = None
-            if mode == "set" and src is not None:
-                jpos = tile(w, F32)
-                kb.emit(Iota(out=jpos, base=j0, coefs=(1,)))
-            return j0, w, idx, src, jpos
-
-        spans = [(j0, min(jc, J - j0)) for j0 in range(0, J, jc)]
-        preloaded = [load_chunk(j0, w) for j0, w in spans] if J <= PRELOAD else None
-        tile_made = made
-        kheld: list[AP] = []
-        for k0 in range(0, K, kc):
-            made = []
-            n = min(kc, K - k0)
-            kpos = tile(n, F32)
-            kb.emit(Iota(out=kpos, base=k0, coefs=(1,)))
-            acc: AP | None = None
-            cnt: AP | None = None
-            best: AP | None = None
-            prev: list[AP] = []   # the previous j chunk's temporaries, released one chunk late
-            for ci, (j0, w) in enumerate(spans):
-                cur: list[AP] = []
-
-                def mask(cols: int, dt=F32, *, rows=rows, cur=cur) -> AP:   # a temporary of this j chunk
-                    a = kb.tile(rows, (cols,), dt)
-                    cur.append(a)
-                    return a
-
-                j0, w, idx, src, jpos = preloaded[ci] if preloaded else load_chunk(j0, w, mask)
-                kb.release(*prev)
-                prev = cur
-                eq = mask(n * w)
-                kb.emit(TensorTensor(alu=Alu.IS_EQUAL, in0=bcast_j(idx, n, w), in1=bcast_k(kpos, n, w),
-                                     out=eq.view(0, [(w, n), (1, w)])))
-                grid = eq.view(0, [(w, n), (1, w)])
-                if need_count:
-                    c = tile(n, F32)
-                    kb.emit(TensorReduce(alu=Alu.ADD, inp=grid, out=c))
-                    if cnt is None:
-                        cnt = c
-                    else:
-                        kb.emit(TensorTensor(alu=Alu.ADD, in0=cnt, in1=c, out=cnt))
-                if mode == "set":
-                    if src is None or jpos is None:  # both or neither: value / value_input is the source
-                        continue
-                    # the last matching j, then the source value there
-                    pg = mask(n * w)
-                    kb.emit(Select(pred=grid, on_true=bcast_j(jpos, n, w),
-                                   on_false=consts["neg1"].rows(0, rows).view(0, [(0, n), (0, w)]),
-                                   out=pg.view(0, [(w, n), (1, w)])))
-                    pos = tile(n, F32)
-                    kb.emit(TensorReduce(alu=Alu.MAX, inp=pg.view(0, [(w, n), (1, w)]), out=pos))
-                    kb.emit(TensorTensor(alu=Alu.IS_EQUAL, in0=bcast_j(jpos, n, w), in1=bcast_k(pos, n, w),
-                                         out=pg.view(0, [(w, n), (1, w)])))
-                    sel = mask(n * w, vdt)
-                    kb.emit(Select(pred=pg.view(0, [(w, n), (1, w)]), on_true=bcast_j(src, n, w),
-                                   on_false=consts["ninf"].rows(0, rows).view(0, [(0, n), (0, w)]),
-                                   out=sel.view(0, [(w, n), (1, w)])))
-                    val = tile(n, vdt)
-                    kb.emit(TensorReduce(alu=Alu.MAX, inp=sel.view(0, [(w, n), (1, w)]), out=val))
-                    if best is None or acc is None:  # both or neither: the first chunk
-                        best, acc = pos, val
-                    else:
-                        upd = tile(n, F32)
-                        kb.emit(TensorTensor(alu=Alu.IS_GT, in0=pos, in1=best, out=upd))
-                        kb.emit(TensorTensor(alu=Alu.MAX, in0=best, in1=pos, out=best))
-                        kb.emit(Select(pred=upd, on_true=val, on_false=acc, out=acc))
-                    continue
-                assert src is not None, "a scatter reduction has a source"
-                sel = mask(n * w, vdt)
-                kb.emit(Select(pred=grid, on_true=bcast_j(src, n, w),
-                               on_false=consts["ident"].rows(0, rows).view(0, [(0, n), (0, w)]),
-                               out=sel.view(0, [(w, n), (1, w)])))
-                part = tile(n, vdt)
-                kb.emit(TensorReduce(alu=_ALU[mode], inp=sel.view(0, [(w, n), (1, w)]), out=part))
-                if acc is None:
-                    acc = part
-                else:
-                    kb.emit(TensorTensor(alu=_ALU[mode], in0=acc, in1=part, out=acc))
-            made += prev
-            # combine with self
-            selft = tile(n, self_m.dtype)
-            load(kb, qin[1], ctx.inputs[0], self_m.dtype, t.offsets[2] + k0 * s_stride[dim], t.pstrides[2], rows,
-                 [(s_stride[dim], n)], selft)
-            res = tile(n, vdt)
-            if mode == "set":
-                hit = tile(n, F32)
-                if src_strides is None:
-                    assert cnt is not None  # need_count holds
-                    kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
-                    acc = consts["value"].rows(0, rows).view(0, [(0, n)])
-                else:
-                    assert best is not None and acc is not None  # J > 0: at least one j chunk
-                    kb.emit(TensorScalar(inp=best, out=hit, alu0=Alu.IS_GE, scalar0=0.0))
-                kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
-            elif mode == "mean":
-                assert acc is not None and cnt is not None  # J > 0; need_count holds
-                if include_self:
-                    kb.emit(TensorTensor(alu=Alu.ADD, in0=acc, in1=selft, out=acc))
-                    kb.emit(TensorScalar(inp=cnt, out=cnt, alu0=Alu.ADD, scalar0=1.0))
-                else:
-                    hit = tile(n, F32)
-                    kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
-                    kb.emit(TensorScalar(inp=cnt, out=cnt, alu0=Alu.MAX, scalar0=1.0))
-                kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=acc, in1=cnt, out=acc))
-                if not is_float:
-                    kb.emit(Activation(func=Act.FLOOR, inp=acc, out=acc))
-                if include_self:
-                    kb.copy(acc, res)
-                else:
-                    kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
-            else:
-                assert acc is not None  # J > 0: at least one j chunk
-                if alpha != 1.0:
-                    kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.MULTIPLY, scalar0=float(alpha)))
-                if include_self:
-                    kb.emit(TensorTensor(alu=_ALU[mode], in0=selft, in1=acc, out=res))
-                else:
-                    assert cnt is not None  # need_count holds
-                    hit = tile(n, F32)
-                    kb.emit(TensorScalar(inp=cnt, out=hit, alu0=Alu.IS_GT, scalar0=0.0))
-                    kb.emit(Select(pred=hit, on_true=acc, on_false=selft, out=res))
-            ot = tile(n, out.dtype)
-            kb.copy(res, ot)
-            store(kb, qout, ot, ctx.outputs[0], out.dtype, t.offsets[3] + k0 * o_stride[dim], t.pstrides[3], rows,
-                  [(o_stride[dim], n)])
-            kb.release(*kheld)   # the previous k chunk's tiles (one chunk of lag: double buffering)
-            kheld = made
+        made = sc.row_tile(t)
         kb.release(*held)
-        held = tile_made + kheld
+        held = made
     kb.release(*held, *consts.values())
 
 
