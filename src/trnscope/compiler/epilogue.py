@@ -220,10 +220,206 @@ def _runs_ok(pl: Placement, plan: EpiloguePlan) -> bool:
 
 # --- matching --------------------------------------------------------------------------------------
 
+@dataclass
+class _Matcher:
+    """The growing epilogue of one matmul: the group of nodes claimed so far (the matmul, its
+    views, copies and members) and the frontier of their users, visited in graph order."""
+
+    plan: EpiloguePlan
+    pos: dict                    # node -> position in the graph
+    eff: dict                    # node -> position from which its value is ready
+    claimed: set                 # nodes other epilogues hold
+    group: set = field(default_factory=set)
+    heap: list = field(default_factory=list)
+
+    @property
+    def N(self) -> int:
+        return self.plan.N
+
+    def width_of(self, t: torch.Tensor) -> int | None:
+        """N for a value with the output's [rows x N] elements, 1 for a per-row value, else None."""
+        N, R = self.N, self.plan.R
+        if t.dim() and t.shape[-1] == N and t.numel() == R * N:
+            return N
+        if N > 1 and t.dim() and t.shape[-1] == 1 and t.numel() == R:
+            return 1
+        return None
+
+    def operand_fits(self, x: fx.Node, out_shape) -> bool:
+        """A group value read by a member of shape ``out_shape``: the same elements per (row, col)."""
+        plan = self.plan
+        src = plan.tile_src.get(x)
+        if src is None:
+            return False
+        sx = _stripped(_tensor(x).shape)
+        if plan.width[src] == self.N:
+            return sx == _stripped(out_shape)
+        return out_shape[-1] in (self.N, 1) and sx == _stripped(tuple(out_shape[:-1]) + (1,))
+
+    def external_ok(self, x: fx.Node, out_shape) -> bool:
+        """An operand from outside the group: ready before the matmul runs, and loadable per tile."""
+        t = _val(x)
+        if t is None or self.eff.get(x, -1) >= self.pos[self.plan.mm]:
+            return False
+        pl = broadcast_placement(meta_of(t), tuple(out_shape))
+        return pl is not None and (pl.uniform or _runs_ok(pl, self.plan))
+
+    def _row_reduce_fits(self, n: fx.Node, t: torch.Tensor, w: int) -> bool:
+        """A keepdim reduction over the last dim of a full-width group value, rows short enough to
+        fit the block."""
+        plan, N = self.plan, self.N
+        src = n.args[0]
+        dims = n.args[1] if len(n.args) > 1 else None
+        keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+        st = _val(src)
+        return bool(isinstance(src, fx.Node) and src in self.group and st is not None and dims and len(dims) == 1
+                    and dims[0] % st.dim() == st.dim() - 1 and keep and w == 1 and N <= FULL_ROW_MAX
+                    and plan.tile_src.get(src) is not None and plan.width[plan.tile_src[src]] == N
+                    and _stripped(st.shape) == _stripped(tuple(t.shape[:-1]) + (N,)))
+
+    def _softmax_fits(self, n: fx.Node, t: torch.Tensor, w: int) -> bool:
+        src = n.args[0]
+        st = _val(src)
+        return (isinstance(src, fx.Node) and src in self.group and st is not None and n.args[1] % st.dim() ==
+                st.dim() - 1 and not n.args[2] and w == self.N and self.N <= FULL_ROW_MAX
+                and self.operand_fits(src, tuple(t.shape)))
+
+    def member_kind(self, n: fx.Node) -> str | None:
+        """'reduce', 'softmax' or 'elementwise' when ``n`` can compute on the output tiles, else None."""
+        from .graph import ROW_REDUCE, _elementwise_kind
+
+        t = _val(n)
+        # values are stored dense; a member PyTorch would lay out otherwise stays on the normal path
+        if t is None or not t.dtype.is_floating_point or t.numel() == 0 or not t.is_contiguous():
+            return None
+        w = self.width_of(t)
+        if w is None:
+            return None
+        if n.target in ROW_REDUCE:
+            return "reduce" if self._row_reduce_fits(n, t, w) else None
+        if n.target in SOFTMAX:
+            return "softmax" if self._softmax_fits(n, t, w) else None
+        if _elementwise_kind(n) is None:
+            return None
+        inside = False
+        for x in n.args:
+            if not isinstance(x, fx.Node):
+                continue
+            if x in self.group:
+                if not self.operand_fits(x, tuple(t.shape)):
+                    return None
+                inside = True
+            elif not self.external_ok(x, tuple(t.shape)):
+                return None
+        return "elementwise" if inside else None
+
+    def keeps_layout(self, n: fx.Node, src: fx.Node, t: torch.Tensor) -> bool:
+        """A row view of a group value that keeps its tile's [rows x N] order (same storage, both dense)."""
+        plan = self.plan
+        return plan.tile_src.get(src) is not None and _tensor(src).is_contiguous() and t.is_contiguous() and \
+            t.storage_offset() == _tensor(src).storage_offset() and self.width_of(t) == plan.width[plan.tile_src[src]]
+
+    def join_view(self, n: fx.Node, src: fx.Node, keeps_tile: bool) -> None:
+        """A view of a group value: it shares the value's HBM tensor, and its tile when it keeps the layout."""
+        plan = self.plan
+        plan.value_of[n] = plan.value_of[src]
+        # else a view kept only for a layout copy or for users outside
+        plan.tile_src[n] = plan.tile_src[src] if keeps_tile else None
+
+    def join_layout_copy(self, n: fx.Node, src: fx.Node) -> bool:
+        """A contiguous copy of a permuted view of a full-width tile: stored straight into its layout."""
+        plan = self.plan
+        base = plan.value_of[src]
+        tile = plan.tile_src.get(base)
+        if tile is None or plan.width[tile] != self.N:
+            return False
+        pl = layout_placement(_val(src), _val(base), plan.R, self.N)
+        if pl is None or not _runs_ok(pl, plan):
+            return False
+        plan.value_of[n] = n
+        identity = pl.cs == 1 and (pl.rowoff == np.arange(plan.R) * self.N).all()
+        plan.tile_src[n] = tile if identity else None
+        if not identity:
+            plan.layouts[n] = (pl, tile)
+        return True
+
+    def join_member(self, n: fx.Node, t: torch.Tensor | None) -> bool:
+        kind = self.member_kind(n)
+        if kind is None:
+            return False
+        assert t is not None  # member_kind found a value
+        plan = self.plan
+        plan.value_of[n] = n
+        plan.tile_src[n] = n
+        plan.width[n] = self.width_of(t)
+        plan.members.append(n)
+        if kind != "elementwise":
+            plan.full_rows = True
+        for x in n.args:
+            if isinstance(x, fx.Node) and x not in self.group and x not in plan.externals:
+                plan.externals.append(x)
+        return True
+
+    def join(self, n: fx.Node) -> bool:
+        """Claim ``n`` for the epilogue when it can run on the output tiles."""
+        from .graph import VIEW_OPS
+
+        src = n.args[0] if n.args else None
+        t = _val(n)
+        if not (isinstance(src, fx.Node) and src in self.group):
+            return self.join_member(n, t)
+        if n.target in ROW_VIEWS and t is not None:
+            self.join_view(n, src, self.keeps_layout(n, src, t))
+            return True
+        if n.target in VIEW_OPS:
+            self.join_view(n, src, False)
+            return True
+        if n.target is aten.clone.default and t is not None and t.is_contiguous() and set(n.kwargs) <= {"memory_format"}:
+            return self.join_layout_copy(n, src)
+        return self.join_member(n, t)
+
+    def grow(self) -> None:
+        """Visit the matmul's users, and the users of every node joined, in graph order."""
+        mm, plan = self.plan.mm, self.plan
+        self.group.add(mm)
+        self.heap = [(self.pos[u], id(u), u) for u in mm.users if u in self.pos]
+        heapq.heapify(self.heap)
+        while self.heap:
+            _, _, n = heapq.heappop(self.heap)
+            if n in self.group or n in self.claimed or n.op != "call_function":
+                continue
+            if self.join(n):
+                self.group.add(n)
+                plan.nodes.append(n)
+                for u in n.users:
+                    if u in self.pos and u not in self.group:
+                        heapq.heappush(self.heap, (self.pos[u], id(u), u))
+
+    def finish(self, graph_outputs: set) -> None:
+        """Order the claimed nodes, and decide which values are stored and whether the product is
+        read straight from PSUM."""
+        from .graph import ROW_REDUCE
+
+        plan, mm, pos = self.plan, self.plan.mm, self.pos
+        plan.nodes.sort(key=lambda x: pos[x])
+        plan.members.sort(key=lambda x: pos[x])
+        # values whose HBM copy someone outside reads
+        outside = set()
+        for x in [mm, *plan.nodes]:
+            if x in graph_outputs or any(u not in self.group for u in x.users):
+                outside.add(plan.value_of[x])
+        plan.needed = [x for x in [mm, *plan.nodes] if x in outside]
+        # the product is read straight from PSUM only by element-wise members
+        readers = [x for x in plan.nodes if any(plan.tile_src.get(a) is mm for a in x.args if isinstance(a, fx.Node))
+                   and x in plan.members]
+        plan.psum_direct = mm not in outside and all(x.target not in ROW_REDUCE and x.target not in SOFTMAX
+                                                     for x in readers) \
+            and not any(tile is mm for _, tile in plan.layouts.values())
+        plan.bytes_per_col = _bytes_per_col(plan)
+
+
 def match_epilogue(gc: EpilogueHost, mm: fx.Node, pos: dict, eff: dict, claimed: set) -> EpiloguePlan | None:
     """The epilogue of matmul node ``mm``: the nodes after it that can run on its output tiles."""
-    from .graph import ROW_REDUCE, VIEW_OPS, _elementwise_kind
-
     v = _val(mm)
     if mm.target not in GEMM_OPS or v is None or not v.dtype.is_floating_point or v.numel() == 0:
         return None
@@ -233,152 +429,18 @@ def match_epilogue(gc: EpilogueHost, mm: fx.Node, pos: dict, eff: dict, claimed:
         return None
     N = v.shape[-1]
     plan = EpiloguePlan(mm, v.shape[0] if v.dim() == 3 else 1, v.shape[-2], N, a.shape[-1])
-    R = plan.R
     plan.tile_src[mm] = mm
     plan.value_of[mm] = mm
     plan.width[mm] = N
-    group = {mm}
-    limit = pos[mm]
-    heap = [(pos[u], id(u), u) for u in mm.users if u in pos]
-    heapq.heapify(heap)
-
-    def width_of(t: torch.Tensor) -> int | None:
-        if t.dim() and t.shape[-1] == N and t.numel() == R * N:
-            return N
-        if N > 1 and t.dim() and t.shape[-1] == 1 and t.numel() == R:
-            return 1
-        return None
-
-    def operand_fits(x: fx.Node, out_shape) -> bool:
-        """A group value read by a member of shape ``out_shape``: the same elements per (row, col)."""
-        src = plan.tile_src.get(x)
-        if src is None:
-            return False
-        sx = _stripped(_tensor(x).shape)
-        if plan.width[src] == N:
-            return sx == _stripped(out_shape)
-        return out_shape[-1] in (N, 1) and sx == _stripped(tuple(out_shape[:-1]) + (1,))
-
-    def external_ok(x: fx.Node, out_shape) -> bool:
-        t = _val(x)
-        if t is None or eff.get(x, -1) >= limit:
-            return False
-        pl = broadcast_placement(meta_of(t), tuple(out_shape))
-        return pl is not None and (pl.uniform or _runs_ok(pl, plan))
-
-    def member_kind(n: fx.Node) -> str | None:
-        t = _val(n)
-        # values are stored dense; a member PyTorch would lay out otherwise stays on the normal path
-        if t is None or not t.dtype.is_floating_point or t.numel() == 0 or not t.is_contiguous():
-            return None
-        w = width_of(t)
-        if w is None:
-            return None
-        if n.target in ROW_REDUCE:
-            src = n.args[0]
-            dims = n.args[1] if len(n.args) > 1 else None
-            keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
-            st = _val(src)
-            if not (isinstance(src, fx.Node) and src in group and st is not None and dims and len(dims) == 1
-                    and dims[0] % st.dim() == st.dim() - 1 and keep and w == 1 and N <= FULL_ROW_MAX
-                    and plan.tile_src.get(src) is not None and plan.width[plan.tile_src[src]] == N
-                    and _stripped(st.shape) == _stripped(tuple(t.shape[:-1]) + (N,))):
-                return None
-            return "reduce"
-        if n.target in SOFTMAX:
-            src = n.args[0]
-            st = _val(src)
-            if not (isinstance(src, fx.Node) and src in group and st is not None and n.args[1] % st.dim() ==
-                    st.dim() - 1 and not n.args[2] and w == N and N <= FULL_ROW_MAX
-                    and operand_fits(src, tuple(t.shape))):
-                return None
-            return "softmax"
-        if _elementwise_kind(n) is None:
-            return None
-        inside = False
-        for x in n.args:
-            if not isinstance(x, fx.Node):
-                continue
-            if x in group:
-                if not operand_fits(x, tuple(t.shape)):
-                    return None
-                inside = True
-            elif not external_ok(x, tuple(t.shape)):
-                return None
-        return "elementwise" if inside else None
-
-    while heap:
-        _, _, n = heapq.heappop(heap)
-        if n in group or n in claimed or n.op != "call_function":
-            continue
-        src = n.args[0] if n.args else None
-        t = _val(n)
-        joined = False
-        if n.target in ROW_VIEWS and isinstance(src, fx.Node) and src in group and t is not None:
-            plan.value_of[n] = plan.value_of[src]
-            if plan.tile_src.get(src) is not None and _tensor(src).is_contiguous() and t.is_contiguous() and \
-                    t.storage_offset() == _tensor(src).storage_offset() and width_of(t) == plan.width[plan.tile_src[src]]:
-                plan.tile_src[n] = plan.tile_src[src]
-            else:
-                plan.tile_src[n] = None  # a view kept only for a layout copy or for users outside
-            joined = True
-        elif n.target in VIEW_OPS and isinstance(src, fx.Node) and src in group:
-            plan.value_of[n] = plan.value_of[src]
-            plan.tile_src[n] = None
-            joined = True
-        elif n.target is aten.clone.default and isinstance(src, fx.Node) and src in group and t is not None \
-                and t.is_contiguous() and set(n.kwargs) <= {"memory_format"}:
-            base = plan.value_of[src]
-            tile = plan.tile_src.get(base)
-            if tile is not None and plan.width[tile] == N:
-                pl = layout_placement(_val(src), _val(base), R, N)
-                if pl is not None and _runs_ok(pl, plan):
-                    plan.value_of[n] = n
-                    identity = pl.cs == 1 and (pl.rowoff == np.arange(R) * N).all()
-                    plan.tile_src[n] = tile if identity else None
-                    if not identity:
-                        plan.layouts[n] = (pl, tile)
-                    joined = True
-        else:
-            kind = member_kind(n)
-            if kind is not None:
-                plan.value_of[n] = n
-                plan.tile_src[n] = n
-                plan.width[n] = width_of(t)
-                plan.members.append(n)
-                if kind != "elementwise":
-                    plan.full_rows = True
-                for x in n.args:
-                    if isinstance(x, fx.Node) and x not in group and x not in plan.externals:
-                        plan.externals.append(x)
-                joined = True
-        if joined:
-            group.add(n)
-            plan.nodes.append(n)
-            for u in n.users:
-                if u in pos and u not in group:
-                    heapq.heappush(heap, (pos[u], id(u), u))
+    matcher = _Matcher(plan, pos, eff, claimed)
+    matcher.grow()
     if not plan.members and not plan.layouts:
         return None
-    plan.nodes.sort(key=lambda x: pos[x])
-    plan.members.sort(key=lambda x: pos[x])
-    # values whose HBM copy someone outside reads
-    outside = set()
-    for x in [mm, *plan.nodes]:
-        if x in gc.graph_outputs or any(u not in group for u in x.users):
-            outside.add(plan.value_of[x])
-    plan.needed = [x for x in [mm, *plan.nodes] if x in outside]
-    # the product is read straight from PSUM only by element-wise members
-    readers = [x for x in plan.nodes if any(plan.tile_src.get(a) is mm for a in x.args if isinstance(a, fx.Node))
-               and x in plan.members]
-    plan.psum_direct = mm not in outside and all(x.target not in ROW_REDUCE and x.target not in SOFTMAX
-                                                 for x in readers) \
-        and not any(tile is mm for _, tile in plan.layouts.values())
-    plan.bytes_per_col = _bytes_per_col(plan)
-    spec = gc.spec
+    matcher.finish(gc.graph_outputs)
+    # the epilogue's tiles must fit beside the matmul's own
     try:
         A = meta_of(a)
-        gemm_blocking(plan.K, plan.M, N, DType.parse(device_dtype(a.dtype)), device_dtype(v.dtype), spec,
+        gemm_blocking(plan.K, plan.M, N, DType.parse(device_dtype(a.dtype)), device_dtype(v.dtype), gc.spec,
                       Mat(0, A.dtype, 0, A.stride[-2] if A.ndim > 1 else 0, A.stride[-1]),
                       epilogue=_Sizing(plan))
     except AllocationError:

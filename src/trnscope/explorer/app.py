@@ -97,19 +97,18 @@ def search(view: TimelineView, request: Request) -> dict:
     return view.search(q.get("q", ""), q.get("regex", "") in ("1", "true"), lanes(q))
 
 
-def create_app(roots: list[str | Path], *, token: str | None = None, loopback_only: bool = False,
-               cache: TraceCache | None = None, max_loaded: int = 8) -> Starlette:
-    """The explorer app serving ``roots``. ``token``: require it on every request.
-    ``loopback_only``: refuse requests whose Host header is not a loopback name."""
-    check_token(token)
-    explorer = Explorer(roots, cache, max_loaded=max_loaded)
-    assets = Assets(STATIC_DIR, pages=manifest())
+class _Endpoints:
+    """The app's request handlers, over the explorer's state and the front-end's assets."""
 
-    async def index(request: Request) -> Response:
-        return Response(assets.index, media_type="text/html; charset=utf-8", headers={"cache-control": "no-store"})
+    def __init__(self, explorer: Explorer, assets: Assets) -> None:
+        self.explorer = explorer
+        self.assets = assets
 
-    async def static(request: Request) -> Response:
-        found = assets.get(request.path_params["path"])
+    async def index(self, request: Request) -> Response:
+        return Response(self.assets.index, media_type="text/html; charset=utf-8", headers={"cache-control": "no-store"})
+
+    async def static(self, request: Request) -> Response:
+        found = self.assets.get(request.path_params["path"])
         if found is None:
             return OrjsonResponse({"error": {"problem": "no such file"}}, status_code=404)
         asset, cache_control = found
@@ -118,10 +117,11 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
             return Response(status_code=304, headers=headers)
         return Response(asset.body, media_type=asset.content_type, headers=headers)
 
-    async def health(request: Request) -> Response:
-        return OrjsonResponse({"ok": True, "roots": len(explorer.catalog.roots)})
+    async def health(self, request: Request) -> Response:
+        return OrjsonResponse({"ok": True, "roots": len(self.explorer.catalog.roots)})
 
-    async def entries(request: Request) -> Response:
+    async def entries(self, request: Request) -> Response:
+        explorer = self.explorer
         found = await run_in_threadpool(explorer.catalog.entries)
         items = []
         for entry in found:
@@ -134,21 +134,28 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
         return OrjsonResponse({"roots": [str(r) for r in explorer.catalog.roots], "entries": items,
                                "truncated": explorer.catalog.truncated})
 
-    def session_endpoint(build):
+    def session_endpoint(self, build):
+        """An entry's page API: ``build(session, request)`` on the entry's loaded session."""
+        explorer = self.explorer
+
         async def endpoint(request: Request) -> Response:
             session = await run_in_threadpool(explorer.session, request.path_params["eid"])
             return OrjsonResponse(await run_in_threadpool(build, session, request))
         return endpoint
 
-    def explorer_endpoint(build):
+    def explorer_endpoint(self, build):
+        """A page API over everything served: ``build(explorer, request)``."""
+        explorer = self.explorer
+
         async def endpoint(request: Request) -> Response:
             return OrjsonResponse(await run_in_threadpool(build, explorer, request))
         return endpoint
 
-    def view_endpoint(page: Page, build, binary: bool = False):
+    def view_endpoint(self, page: Page, build, binary: bool = False):
         """``binary``: answer Accept: application/x-trnscope-columns with columns as typed arrays."""
         make_view = page.view
         assert make_view is not None, f"page {page.name} has no timeline view"
+        explorer = self.explorer
 
         def view_of(request: Request) -> TimelineView:
             return make_view(explorer.session(request.path_params["eid"]), request.path_params)
@@ -163,15 +170,15 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
             return OrjsonResponse(await run_in_threadpool(build, view, request))
         return endpoint
 
-    def notes_file(entry_id: str):
-        entry = explorer.catalog.get(entry_id)
+    def notes_file(self, entry_id: str):
+        entry = self.explorer.catalog.get(entry_id)
         if entry is None:
             raise NotFound(f"no profile or trace with id {entry_id!r}")
         is_root = entry.relpath == "."
         return notes.notes_path(entry.path, is_root), (entry.path if is_root and entry.path.is_dir() else None)
 
-    async def notes_endpoint(request: Request) -> Response:
-        path, keep = notes_file(request.path_params["eid"])
+    async def notes_endpoint(self, request: Request) -> Response:
+        path, keep = self.notes_file(request.path_params["eid"])
         if request.method == "GET":
             return OrjsonResponse(await run_in_threadpool(notes.read_notes, path))
         # a write changes files: only from this page (a JSON body cannot be sent cross-site without
@@ -190,8 +197,8 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                                              "hint": f"make {path.parent} writable", "file": path.name}}, status_code=403)
         return OrjsonResponse(saved)
 
-    async def raw_file(request: Request) -> Response:
-        path = await run_in_threadpool(explorer.catalog.resolve_file, request.path_params["root"],
+    async def raw_file(self, request: Request) -> Response:
+        path = await run_in_threadpool(self.explorer.catalog.resolve_file, request.path_params["root"],
                                        request.path_params["path"])
         # Always a download, never a page: a file from a served folder must not run script in the
         # explorer's origin (sandbox stops it even where a browser would render it anyway).
@@ -199,33 +206,32 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                             content_disposition_type="attachment",
                             headers={"content-security-policy": "sandbox; default-src 'none'"})
 
-    # every page's endpoints (explorer/pages): its API, and the timeline API of a timeline page
-    entry_routes = [Route("/notes", notes_endpoint, methods=["GET", "PUT"])]
+
+def _page_routes(ep: _Endpoints) -> tuple[list[Route], list[Route]]:
+    """(routes under an entry, routes over everything served): every page's endpoints
+    (explorer/pages), its API and the timeline API of a timeline page."""
+    entry_routes = [Route("/notes", ep.notes_endpoint, methods=["GET", "PUT"])]
     global_routes = []
     for page in pages():
         for api in page.api:
             if (api.scope or page.scope) == ENTRY:
-                entry_routes.append(Route(api.path, session_endpoint(api.handler)))
+                entry_routes.append(Route(api.path, ep.session_endpoint(api.handler)))
             else:
-                global_routes.append(Route(f"/api{api.path}", explorer_endpoint(api.handler)))
+                global_routes.append(Route(f"/api{api.path}", ep.explorer_endpoint(api.handler)))
         if page.timeline is not None:
             prefix = page.timeline
             entry_routes += [
-                Route(f"{prefix}/timeline", view_endpoint(page, timeline, binary=True)),
-                Route(f"{prefix}/lod", view_endpoint(page, lod, binary=True)),
-                Route(f"{prefix}/slice/{{row:int}}", view_endpoint(page, slice_details)),
-                Route(f"{prefix}/select", view_endpoint(page, select)),
-                Route(f"{prefix}/search", view_endpoint(page, search)),
+                Route(f"{prefix}/timeline", ep.view_endpoint(page, timeline, binary=True)),
+                Route(f"{prefix}/lod", ep.view_endpoint(page, lod, binary=True)),
+                Route(f"{prefix}/slice/{{row:int}}", ep.view_endpoint(page, slice_details)),
+                Route(f"{prefix}/select", ep.view_endpoint(page, select)),
+                Route(f"{prefix}/search", ep.view_endpoint(page, search)),
             ]
-    routes = [
-        Route("/", index),
-        Route("/api/health", health),
-        Route("/api/entries", entries),
-        Mount("/api/entries/{eid}", routes=entry_routes),
-        *global_routes,
-        Route("/raw/{root:int}/{path:path}", raw_file),
-        Route("/static/{path:path}", static),
-    ]
+    return entry_routes, global_routes
+
+
+def _exception_handlers(explorer: Explorer, assets: Assets) -> dict[Any, Any]:
+    """The project's exceptions mapped to HTTP statuses (the table in this module's docstring)."""
 
     async def profile_error(request: Request, exc: ProfileError) -> Response:
         return OrjsonResponse({"error": _error_body(exc, _relative(explorer, exc.path))}, status_code=422)
@@ -255,11 +261,31 @@ def create_app(roots: list[str | Path], *, token: str | None = None, loopback_on
                               headers={k.decode(): v.decode() for k, v in security_headers((assets.boot_hash,))})
 
     # each handler takes its own exception class (Starlette's annotation says Exception for all)
-    handlers: dict[Any, Any] = {
+    return {
         ProfileError: profile_error, notes.NotesError: notes_error, NotFound: not_found, FileNotFoundError: not_found, BadRequest: bad_request,
         OutsideRoots: outside, HTTPException: http_error, Exception: internal,
     }
-    app = Starlette(routes=routes, exception_handlers=handlers)
+
+
+def create_app(roots: list[str | Path], *, token: str | None = None, loopback_only: bool = False,
+               cache: TraceCache | None = None, max_loaded: int = 8) -> Starlette:
+    """The explorer app serving ``roots``. ``token``: require it on every request.
+    ``loopback_only``: refuse requests whose Host header is not a loopback name."""
+    check_token(token)
+    explorer = Explorer(roots, cache, max_loaded=max_loaded)
+    assets = Assets(STATIC_DIR, pages=manifest())
+    ep = _Endpoints(explorer, assets)
+    entry_routes, global_routes = _page_routes(ep)
+    routes = [
+        Route("/", ep.index),
+        Route("/api/health", ep.health),
+        Route("/api/entries", ep.entries),
+        Mount("/api/entries/{eid}", routes=entry_routes),
+        *global_routes,
+        Route("/raw/{root:int}/{path:path}", ep.raw_file),
+        Route("/static/{path:path}", ep.static),
+    ]
+    app = Starlette(routes=routes, exception_handlers=_exception_handlers(explorer, assets))
     if token:
         app.add_middleware(TokenMiddleware, token=token)
     if loopback_only:

@@ -133,16 +133,22 @@ def is_span(name: str) -> bool:
     return name == SPAN_NAME or name.startswith(SPAN_PREFIX)
 
 
-def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], names: Sequence[str],
-             python: Sequence[bool], in_cut: Callable[[int, int], bool] | None = None,
-             fold: bool = True, machinery: frozenset[str] = frozenset(),
-             span_seqs: Mapping[int, int] | None = None) -> Classified:
-    """Classify host events (same clock for all; ``threads`` any hashable lane key).
+@dataclass(frozen=True)
+class _HostEvents:
+    """The columns of the host events :func:`classify` reads (one entry per event)."""
 
-    ``machinery``: extra event names that are emulator machinery (see :func:`emulator_functions`).
-    ``span_seqs``: execution seq -> number of the ``trnscope::dispatch#<n>`` span it was made in.
-    """
-    n = len(names)
+    threads: Sequence
+    starts: Sequence[int]
+    ends: Sequence[int]
+    names: Sequence[str]
+    python: Sequence[bool]
+
+
+def _nest(ev: _HostEvents) -> tuple[list[int], list[int]]:
+    """(every event in (thread, start, longest first) order, each event's parent or -1) by torch's
+    nesting rule (EventList._populate_cpu_children)."""
+    threads, starts, ends = ev.threads, ev.starts, ev.ends
+    n = len(starts)
     parent = [-1] * n
     order = sorted(range(n), key=lambda i: (threads[i], starts[i], -ends[i]))
     stack: list[int] = []
@@ -160,12 +166,32 @@ def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], name
                 parent[i] = p
                 break
         stack.append(i)
+    return order, parent
 
+
+@dataclass
+class _Machinery:
+    """Which events are emulator machinery (internal), and what they say about the kept ops."""
+
+    internal: list[bool]
+    owner: list[int]             # nearest non-internal ancestor-or-self (-1: none)
+    dispatched: list[bool]       # a kept op that called into the device (holds a span)
+    markers: dict[int, int]      # execution seq -> index of its marker event
+    spans: dict[int, int]        # span number -> event index
+    n_internal: int
+
+
+def _find_machinery(ev: _HostEvents, order: list[int], parent: list[int],
+                    in_cut: Callable[[int, int], bool] | None, machinery: frozenset[str]) -> _Machinery:
+    """Mark the dispatch spans, execution markers, machinery functions and trnscope frames (with
+    everything under them) internal, and the cut intervals' events."""
+    starts, ends, names, python = ev.starts, ev.ends, ev.names, ev.python
+    n = len(names)
     internal = [False] * n
-    owner = list(range(n))           # nearest non-internal ancestor-or-self
-    dispatched = [False] * n         # a kept op that called into the device (holds a span)
+    owner = list(range(n))
+    dispatched = [False] * n
     markers: dict[int, int] = {}
-    spans: dict[int, int] = {}       # span number -> event index
+    spans: dict[int, int] = {}
     n_internal = 0
     opaque = [False] * n             # a kept frame whose callees are machinery (torch.neuron.synchronize)
     for i in order:                  # parents come before their children in this order
@@ -197,27 +223,52 @@ def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], name
                     pass
             else:
                 n_internal += 1
+    return _Machinery(internal, owner, dispatched, markers, spans, n_internal)
+
+
+def _out_variant_folds(order: list[int], parent: list[int], names: Sequence[str], m: _Machinery) -> dict[int, int]:
+    """child -> parent for the ops folded into their structured parent: an op whose one
+    same-named kept child (its out= variant) did the dispatching, with that child's output
+    allocation."""
+    internal, dispatched = m.internal, m.dispatched
     # kept children of kept events
     children: dict[int, list[int]] = {}
     for i in order:
         if not internal[i] and parent[i] >= 0:
             children.setdefault(parent[i], []).append(i)
     redirect: dict[int, int] = {}
-    if fold:
-        for p, kids in children.items():
-            if dispatched[p] or p in redirect:
-                continue
-            same = [c for c in kids if names[c] == names[p]]
-            if len(same) != 1 or not dispatched[same[0]]:
-                continue
-            others = [c for c in kids if c != same[0]]
-            # allowed beside the out= variant: its output allocation, and host-only helpers
-            # (aten::result_type, aten::to of a scalar), which stay as children
-            if all(names[o] in ALLOC_OPS or not dispatched[o] for o in others):
-                redirect[same[0]] = p
-                for o in others:
-                    if names[o] in ALLOC_OPS and dispatched[o]:
-                        redirect[o] = p
+    for p, kids in children.items():
+        if dispatched[p] or p in redirect:
+            continue
+        same = [c for c in kids if names[c] == names[p]]
+        if len(same) != 1 or not dispatched[same[0]]:
+            continue
+        others = [c for c in kids if c != same[0]]
+        # allowed beside the out= variant: its output allocation, and host-only helpers
+        # (aten::result_type, aten::to of a scalar), which stay as children
+        if all(names[o] in ALLOC_OPS or not dispatched[o] for o in others):
+            redirect[same[0]] = p
+            for o in others:
+                if names[o] in ALLOC_OPS and dispatched[o]:
+                    redirect[o] = p
+    return redirect
+
+
+def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], names: Sequence[str],
+             python: Sequence[bool], in_cut: Callable[[int, int], bool] | None = None,
+             fold: bool = True, machinery: frozenset[str] = frozenset(),
+             span_seqs: Mapping[int, int] | None = None) -> Classified:
+    """Classify host events (same clock for all; ``threads`` any hashable lane key).
+
+    ``machinery``: extra event names that are emulator machinery (see :func:`emulator_functions`).
+    ``span_seqs``: execution seq -> number of the ``trnscope::dispatch#<n>`` span it was made in.
+    """
+    n = len(names)
+    ev = _HostEvents(threads, starts, ends, names, python)
+    order, parent = _nest(ev)
+    m = _find_machinery(ev, order, parent, in_cut, machinery)
+    internal, owner = m.internal, m.owner
+    redirect = _out_variant_folds(order, parent, names, m) if fold else {}
 
     def resolve(i: int) -> int:
         while i in redirect:
@@ -232,12 +283,12 @@ def classify(threads: Sequence, starts: Sequence[int], ends: Sequence[int], name
             while p >= 0 and not keep[p]:
                 p = redirect[p] if p in redirect else parent[p]
             final_parent[i] = p
-    dispatcher = {seq: (resolve(owner[m]) if owner[m] >= 0 else -1) for seq, m in markers.items()}
+    dispatcher = {seq: (resolve(owner[mk]) if owner[mk] >= 0 else -1) for seq, mk in m.markers.items()}
     for seq, k in (span_seqs or {}).items():
-        m = spans.get(k)
-        if m is not None and seq not in dispatcher:
-            dispatcher[seq] = resolve(owner[m]) if owner[m] >= 0 else -1
-    return Classified(keep, final_parent, dispatcher, n_internal, len(redirect), markers)
+        mk = m.spans.get(k)
+        if mk is not None and seq not in dispatcher:
+            dispatcher[seq] = resolve(owner[mk]) if owner[mk] >= 0 else -1
+    return Classified(keep, final_parent, dispatcher, m.n_internal, len(redirect), m.markers)
 
 
 class ClockMap:

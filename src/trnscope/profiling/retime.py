@@ -26,6 +26,7 @@ import dataclasses
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -84,14 +85,6 @@ def target_spec(instance: str, lnc: int | None = None, overrides: list[str] | No
 
 
 def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> RetimeResult:
-    from ..compiler import recipe as recipes
-    from ..compiler.lowering import NoLowering, lower
-    from ..isa import neff as neff_format
-    from ..compiler.lnc import respread
-    from ..sim import simulate
-    from . import ntff
-    from .framework_trace import write_json_atomic
-
     src, out = Path(src), Path(out)
     manifest_path = src / layout.MANIFEST
     if not manifest_path.is_file() or not (src / layout.FRAMEWORK_TRACE).is_file():
@@ -101,12 +94,39 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
         raise RetimeError(f"{out} exists; give a new directory for the re-timed profile")
     manifest = orjson.loads(manifest_path.read_bytes())
     shutil.copytree(src, out)
-    stored = orjson.loads((src / layout.RECIPES).read_bytes()) if (src / layout.RECIPES).is_file() else {}
-    result = RetimeResult(out=out, target=spec.name)
+    job = _Retiming(src, out, spec, list(overrides or []), manifest, RetimeResult(out=out, target=spec.name))
+    new_time, new_summary = _retime_neffs(job)
+    retimed = _retime_traces(job, new_time, new_summary)
+    _rewrite_manifest(job, retimed)
+    return job.result
 
-    # 1. every NEFF again for the new target
+
+@dataclass
+class _Retiming:
+    """One re-timing: the recorded profile, the copy being rewritten, the target and the result."""
+
+    src: Path
+    out: Path
+    spec: Any
+    overrides: list[str]
+    manifest: dict
+    result: RetimeResult
+
+
+def _retime_neffs(job: _Retiming) -> tuple[dict[str, float], dict[str, dict]]:
+    """Every NEFF again for the new target (lowered from its recipe, else the recorded Program
+    spread over the target's cores), simulated, and its NTFFs rewritten; returns each NEFF's new
+    device time and timeline summary."""
+    from ..compiler import recipe as recipes
+    from ..compiler.lnc import respread
+    from ..compiler.lowering import NoLowering, lower
     from ..formats.ntff import read_header as read_ntff_header
+    from ..isa import neff as neff_format
+    from ..sim import simulate
+    from . import ntff
 
+    src, out, spec, result = job.src, job.out, job.spec, job.result
+    stored = orjson.loads((src / layout.RECIPES).read_bytes()) if (src / layout.RECIPES).is_file() else {}
     new_time: dict[str, float] = {}
     new_summary: dict[str, dict] = {}
     for neff_id, neff_path in layout.neff_files(src):
@@ -133,23 +153,38 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
                           instructions_written=int(timeline.summary.get("instruction_count", len(program.instructions))),
                           truncated=False, retimed_from={"target": header.get("target"), "neff_id": neff_id})
             ntff.write_ntff(out / ntff_path.name, header, timeline)
+    return new_time, new_summary
 
-    # 2. the device timeline against the recorded host intervals
+
+def _retime_traces(job: _Retiming, new_time: dict[str, float], new_summary: dict[str, dict]) -> dict:
+    """The device timeline against the recorded host intervals, in both traces; returns the
+    ``retimed`` record the traces and the manifest carry."""
+    from .framework_trace import write_json_atomic
+
+    src, out, spec = job.src, job.out, job.spec
     system_path = src / layout.SYSTEM_TRACE
     system_doc = orjson.loads(system_path.read_bytes()) if system_path.is_file() else None
     trace_doc = orjson.loads((src / layout.FRAMEWORK_TRACE).read_bytes())
-    moved = _schedule(system_doc, trace_doc, new_time, spec, result)
+    moved = _schedule(system_doc, trace_doc, new_time, spec, job.result)
     _apply(system_doc, trace_doc, moved, new_summary)
     recorded = trace_doc.get("trnscope")
-    retimed = {"from": str(src), "recorded": {k: manifest.get("window", {}).get(k) for k in ("target", "instance", "neuroncore")},
-               "target": spec.name, "overrides": list(overrides or [])}
+    retimed = {"from": str(src),
+               "recorded": {k: job.manifest.get("window", {}).get(k) for k in ("target", "instance", "neuroncore")},
+               "target": spec.name, "overrides": list(job.overrides)}
     if isinstance(recorded, dict):  # what the explorer's cards and compare read first
         recorded.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore, retimed=retimed)
     write_json_atomic(out / layout.FRAMEWORK_TRACE, trace_doc)
     if system_doc is not None:
         write_json_atomic(out / layout.SYSTEM_TRACE, system_doc)
+    return retimed
 
-    # 3. the manifest says what this is
+
+def _rewrite_manifest(job: _Retiming, retimed: dict) -> None:
+    """The manifest says what this is: the new target, what was lowered again or re-simulated, and
+    the rewritten files' sizes and digests."""
+    from .framework_trace import write_json_atomic
+
+    manifest, spec, result, out = job.manifest, job.spec, job.result, job.out
     window = manifest.setdefault("window", {})
     before = {k: window.get(k) for k in ("target", "instance", "neuroncore")}
     window.update(target=spec.name, instance=spec.instance, neuroncore=spec.neuroncore)
@@ -167,7 +202,6 @@ def retime(src: Path, out: Path, spec, overrides: list[str] | None = None) -> Re
         files.append(entry)
     manifest["files"] = files
     write_json_atomic(out / layout.MANIFEST, manifest)
-    return result
 
 
 @dataclass

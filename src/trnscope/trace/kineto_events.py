@@ -12,6 +12,8 @@ trace's diagnostics and skipped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from itertools import repeat
 from operator import attrgetter, eq, itemgetter
 
@@ -166,30 +168,93 @@ def _string_ids(events, field: attrgetter, b: TraceBuilder) -> np.ndarray:
         return ids()
 
 
+@dataclass
+class _Columns:
+    """The builder columns one chunk of dict events fills, by kind: slices (X), flows, instants,
+    counter samples, and the B/E events (matched by the builder, after their times are converted
+    with the rest)."""
+
+    x_ts: list = dc_field(default_factory=list)
+    x_dur: list = dc_field(default_factory=list)
+    x_track: list = dc_field(default_factory=list)
+    x_name: list = dc_field(default_factory=list)
+    x_cat: list = dc_field(default_factory=list)
+    x_args: list = dc_field(default_factory=list)
+    f_ts: list = dc_field(default_factory=list)
+    f_track: list = dc_field(default_factory=list)
+    f_phase: list = dc_field(default_factory=list)
+    f_id: list = dc_field(default_factory=list)
+    f_name: list = dc_field(default_factory=list)
+    f_cat: list = dc_field(default_factory=list)
+    f_next: list = dc_field(default_factory=list)
+    i_ts: list = dc_field(default_factory=list)
+    i_track: list = dc_field(default_factory=list)
+    i_name: list = dc_field(default_factory=list)
+    i_cat: list = dc_field(default_factory=list)
+    i_scope: list = dc_field(default_factory=list)
+    i_args: list = dc_field(default_factory=list)
+    c_ts: list = dc_field(default_factory=list)
+    c_track: list = dc_field(default_factory=list)
+    c_series: list = dc_field(default_factory=list)
+    c_value: list = dc_field(default_factory=list)
+    be_ts: list = dc_field(default_factory=list)
+    be_events: list = dc_field(default_factory=list)
+
+    def add_instant(self, event: dict, b: TraceBuilder) -> None:
+        intern = b.strings.intern
+        self.i_track.append(b.track_for(event.get("pid"), event.get("tid")))
+        self.i_ts.append(event["ts"])
+        self.i_name.append(intern(event.get("name")))
+        self.i_cat.append(intern(event.get("cat")))
+        self.i_scope.append(SCOPE_CODES.get(event.get("s", "t"), 0))
+        args = event.get("args")
+        if args is not None and type(args) is not dict:
+            raise TypeError("'args' is not an object")
+        self.i_args.append(orjson.dumps(args) if args else b"")
+
+    def add_counter(self, event: dict, b: TraceBuilder) -> None:
+        """One sample per numeric series of the counter event; other values are counted as skipped."""
+        track = b.counter_track_for(event.get("pid"), str(event.get("name", "")))
+        ts = event["ts"]
+        for series, value in (event.get("args") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.c_track.append(track)
+                self.c_ts.append(ts)
+                self.c_series.append(b.strings.intern(series))
+                self.c_value.append(value)
+            else:
+                b.diagnostics["non_numeric_counter_values"] += 1
+
+    def add_to(self, b: TraceBuilder, exact_ts: bool, exact_dur: bool) -> None:
+        """Every column to the builder, times converted to nanoseconds."""
+        # Converted with the other times, so fractional epoch stamps here also ask for the exact re-read.
+        to_ns = parse_ns_values if exact_ts else _checked_us_to_ns
+        for event, ts_ns in zip(self.be_events, to_ns(self.be_ts).tolist()):
+            args = event.get("args")
+            if args is not None and type(args) is not dict:
+                raise TypeError("'args' is not an object")
+            b.add_begin_end(
+                b.track_for(event.get("pid"), event.get("tid")), ts_ns, event["ph"],
+                event.get("name"), event.get("cat"), args,
+            )
+        dur_ns = parse_ns_values(self.x_dur) if exact_dur else _checked_us_to_ns(self.x_dur, durations=True)
+        b.add_slices(self.x_track, to_ns(self.x_ts), dur_ns, self.x_name, self.x_cat, self.x_args)
+        b.add_instants(self.i_track, to_ns(self.i_ts), self.i_name, self.i_cat, self.i_scope, self.i_args)
+        b.add_counter_samples(self.c_track, self.c_series, to_ns(self.c_ts), self.c_value)
+        b.add_flow_events(self.f_track, to_ns(self.f_ts), self.f_phase, _flow_ids(self.f_id, b), self.f_name,
+                          self.f_cat, self.f_next)
+
+
 def _collect(events: list, b: TraceBuilder, exact_ts: bool, exact_dur: bool) -> None:
-    x_ts: list = []
-    x_dur: list = []
-    x_track: list = []
-    x_name: list = []
-    x_cat: list = []
-    x_args: list = []
-    i_ts: list = []
-    i_track: list = []
-    i_name: list = []
-    i_cat: list = []
-    i_scope: list = []
-    i_args: list = []
-    c_ts: list = []
-    c_track: list = []
-    c_series: list = []
-    c_value: list = []
-    f_ts, f_track, f_phase, f_id, f_name, f_cat, f_next = [], [], [], [], [], [], []
-    be_ts, be_events = [], []
+    cols = _Columns()
     tracks, track_for = b.track_keys, b.track_for
     string_ids, intern = b.strings.ids, b.strings.intern
     dumps = orjson.dumps
-    add_ts, add_dur, add_track = x_ts.append, x_dur.append, x_track.append
-    add_name, add_cat, add_args = x_name.append, x_cat.append, x_args.append
+    # slices and flows are most of a trace: their appends are bound once, out of the loop
+    add_ts, add_dur, add_track = cols.x_ts.append, cols.x_dur.append, cols.x_track.append
+    add_name, add_cat, add_args = cols.x_name.append, cols.x_cat.append, cols.x_args.append
+    f_ts, f_track, f_phase, f_id = cols.f_ts, cols.f_track, cols.f_phase, cols.f_id
+    f_name, f_cat, f_next = cols.f_name, cols.f_cat, cols.f_next
     skipped = b.diagnostics
 
     for event in events:
@@ -226,49 +291,17 @@ def _collect(events: list, b: TraceBuilder, exact_ts: bool, exact_dur: bool) -> 
             f_cat.append(cat_id if cat_id is not None else intern(cat))
             f_next.append(ph == "f" and event.get("bp") != "e")
         elif ph == "i" or ph == "I":
-            i_track.append(track_for(event.get("pid"), event.get("tid")))
-            i_ts.append(event["ts"])
-            i_name.append(intern(event.get("name")))
-            i_cat.append(intern(event.get("cat")))
-            i_scope.append(SCOPE_CODES.get(event.get("s", "t"), 0))
-            args = event.get("args")
-            if args is not None and type(args) is not dict:
-                raise TypeError("'args' is not an object")
-            i_args.append(dumps(args) if args else b"")
+            cols.add_instant(event, b)
         elif ph == "C":
-            track = b.counter_track_for(event.get("pid"), str(event.get("name", "")))
-            ts = event["ts"]
-            for series, value in (event.get("args") or {}).items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    c_track.append(track)
-                    c_ts.append(ts)
-                    c_series.append(intern(series))
-                    c_value.append(value)
-                else:
-                    skipped["non_numeric_counter_values"] += 1
+            cols.add_counter(event, b)
         elif ph == "M":
             _metadata_event(event, b)
         elif ph == "B" or ph == "E":
-            be_ts.append(event["ts"])
-            be_events.append(event)
+            cols.be_ts.append(event["ts"])
+            cols.be_events.append(event)
         else:
             skipped[f"skipped_events_ph_{ph}"] += 1
-
-    # Converted with the other times, so fractional epoch stamps here also ask for the exact re-read.
-    to_ns = parse_ns_values if exact_ts else _checked_us_to_ns
-    for event, ts_ns in zip(be_events, to_ns(be_ts).tolist()):
-        args = event.get("args")
-        if args is not None and type(args) is not dict:
-            raise TypeError("'args' is not an object")
-        b.add_begin_end(
-            track_for(event.get("pid"), event.get("tid")), ts_ns, event["ph"],
-            event.get("name"), event.get("cat"), args,
-        )
-    dur_ns = parse_ns_values(x_dur) if exact_dur else _checked_us_to_ns(x_dur, durations=True)
-    b.add_slices(x_track, to_ns(x_ts), dur_ns, x_name, x_cat, x_args)
-    b.add_instants(i_track, to_ns(i_ts), i_name, i_cat, i_scope, i_args)
-    b.add_counter_samples(c_track, c_series, to_ns(c_ts), c_value)
-    b.add_flow_events(f_track, to_ns(f_ts), f_phase, _flow_ids(f_id, b), f_name, f_cat, f_next)
+    cols.add_to(b, exact_ts, exact_dur)
 
 
 def _flow_ids(ids: list, b: TraceBuilder) -> np.ndarray:

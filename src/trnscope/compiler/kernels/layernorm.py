@@ -17,6 +17,7 @@ with the normalized dim on the partitions, stored once at the end with a DMA tra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
 from ...isa import (
@@ -25,7 +26,8 @@ from ...isa import (
 )
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
-from .common import F32, RowStores, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, \
+from ..meta import TensorMeta
+from .common import F32, RowPlan, RowStores, RowTile, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, \
     row_plan, store
 
 
@@ -137,8 +139,25 @@ def _layer_norm(ctx: LoweringContext) -> None:
     kb.release(*held, *[t for t in (w_t, b_t) if t is not None])
 
 
-@lowering("aten::native_layer_norm_backward")
-def _layer_norm_backward(ctx: LoweringContext) -> None:
+@dataclass
+class _LnBackward:
+    """What every row tile of LayerNorm's backward shares: the row plan, the weight row, and the
+    PSUM accumulators (with their ones columns) of grad_weight and grad_bias."""
+
+    h: int                       # elements of a row (the normalized dims)
+    nch: int                     # 128-element chunks of a row: grad_weight/grad_bias columns in PSUM
+    plan: RowPlan
+    qin: list[int]
+    qout: int
+    slot: list[int | None]       # output index of grad_input, grad_weight, grad_bias (None: not wanted)
+    gi_meta: TensorMeta | None
+    w_t: AP | None
+    ones: dict[bool, AP]         # keyed by "the summed rows are FP32"
+    acc_w: AP | None
+    acc_b: AP | None
+
+
+def _ln_backward_setup(ctx: LoweringContext) -> _LnBackward:
     P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     ins = ctx.call.inputs
@@ -171,9 +190,86 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
                 raise NotImplementedError("native_layer_norm_backward writes contiguous grad_weight/grad_bias")
         acc_w = kb.psum_tile(P, (nch,)) if want_w else None
         acc_b = kb.psum_tile(P, (nch,)) if want_b else None
+    return _LnBackward(h, nch, plan, qin, qout, slot, gi_meta, w_t, ones, acc_w, acc_b)
+
+
+def _grad_input_rows(ctx: LoweringContext, st: _LnBackward, t: RowTile, g: AP, dyt: AP, xhat: AP, pw: AP | None,
+                     rt: AP) -> list[AP]:
+    """Store one row tile's grad_input = rstd * (g - mean(g) - xhat * mean(g * xhat)); returns the
+    tiles it made (g and xhat are overwritten when they are temporaries)."""
+    kb, n, h = ctx.kb, t.rows, st.h
+    gi_slot, gi_meta = st.slot[0], st.gi_meta
+    assert gi_slot is not None and gi_meta is not None  # one implies the other
+    s1 = kb.tile(n, (1,), F32)
+    s2 = kb.tile(n, (1,), F32)
+    # few row-sized temporaries: gx also takes the discarded output of the sum, rstd*g - ...
+    # overwrites g when g is a temporary, and the xhat term overwrites xhat
+    tv = g if g is not dyt else kb.tile(n, (h,), F32)
+    gx = kb.tile(n, (h,), F32)
+    kb.emit(Activation(func=Act.COPY, inp=g, out=gx, accum_out=s1))          # sum(g)
+    if pw is not None and g is dyt:
+        kb.emit(Activation(func=Act.COPY, inp=pw, out=gx, accum_out=s2))     # no weight: g * xhat = pw
+    else:
+        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=g, in1=xhat, out=gx))
+        kb.emit(Activation(func=Act.COPY, inp=gx, out=gx, accum_out=s2))     # sum(g * xhat)
+    kb.emit(TensorScalar(inp=s1, out=s1, alu0=Alu.MULTIPLY, scalar0=rt, alu1=Alu.MULTIPLY,
+                         scalar1=-1.0 / h))
+    kb.emit(TensorScalar(inp=s2, out=s2, alu0=Alu.MULTIPLY, scalar0=rt, alu1=Alu.MULTIPLY,
+                         scalar1=-1.0 / h))
+    kb.emit(Activation(func=Act.COPY, inp=g, out=tv, scale=rt, bias=s1))     # rstd*g - rstd*mean(g)
+    kb.emit(Activation(func=Act.COPY, inp=xhat, out=xhat, scale=s2))         # - rstd*xhat*mean(g*xhat)
+    git = kb.tile(n, (h,), gi_meta.dtype)
+    kb.emit(TensorTensor(alu=Alu.ADD, in0=tv, in1=xhat, out=git))
+    store(kb, st.qout, git, ctx.outputs[gi_slot], gi_meta.dtype, t.offsets[4], t.pstrides[4], n, st.plan.dims(4))
+    return [s1, s2, gx, git] + ([tv] if tv is not g else [])
+
+
+def _accumulate_column_sums(kb: KernelBuilder, st: _LnBackward, ti: int, n: int, pw: AP | None, dyt: AP) -> None:
+    """Add one row tile's column sums of dy * xhat (grad_weight) and dy (grad_bias) into PSUM."""
+    P = kb.spec.partitions
+    for j in range(st.nch):
+        hc = min(P, st.h - j * P)
+        for acc, src in ((st.acc_w, pw), (st.acc_b, dyt if st.slot[2] is not None else None)):
+            if acc is None or src is None:  # both or neither: the gradient is not wanted
+                continue
+            # column sums of this tile's rows: src[rows, hc].T @ ones[rows, 1] -> [hc, 1], FP32 in PSUM
+            kb.emit(LoadStationary(src=src.view(j * P, [(1, hc)])))
+            kb.emit(MultiplyMoving(moving=st.ones[src.dtype.itemsize == 4].rows(0, n),
+                                   dst=acc.view(j, [(1, 1)], partitions=hc), accumulate=ti > 0))
+
+
+def _store_column_sums(ctx: LoweringContext, st: _LnBackward) -> None:
+    """grad_weight and grad_bias from PSUM (the normalized dim on the partitions), transposed by the DMA."""
+    kb, h, nch = ctx.kb, st.h, st.nch
+    P = ctx.spec.partitions
+    for acc, k in ((st.acc_w, st.slot[1]), (st.acc_b, st.slot[2])):
+        if acc is None or k is None:  # both or neither: the gradient is not wanted
+            continue
+        meta = ctx.call.outputs[k]
+        res = kb.tile(P, (nch,), meta.dtype)
+        full = h // P
+        if full:
+            kb.copy(acc.view(0, [(1, full)]), res.view(0, [(1, full)]))
+            kb.dma(st.qout, res.view(0, [(1, full)]), hbm(ctx.outputs[k], full, P, [(1, P)], meta.dtype,
+                                                          offset=meta.offset), transpose=True)
+        if h % P:
+            tail = h % P
+            kb.copy(acc.view(full, [(1, 1)], partitions=tail), res.view(full, [(1, 1)], partitions=tail))
+            kb.dma(st.qout, res.view(full, [(1, 1)], partitions=tail),
+                   hbm(ctx.outputs[k], 1, 0, [(1, tail)], meta.dtype, offset=meta.offset + full * P), transpose=True)
+        kb.release(res)
+
+
+@lowering("aten::native_layer_norm_backward")
+def _layer_norm_backward(ctx: LoweringContext) -> None:
+    kb = ctx.kb
+    ins = ctx.call.inputs
+    dy, x, mean, rstd_m = ins[0], ins[1], ins[2], ins[3]
+    st = _ln_backward_setup(ctx)
+    h, plan, qin, w_t = st.h, st.plan, st.qin, st.w_t
     # per-partition bytes of one row tile: dy, x, the output and up to six FP32 temporaries
     io = h * (dy.dtype.itemsize + x.dtype.itemsize)
-    temps = h * ((gi_meta.dtype.itemsize if gi_meta else 0) + 4 * 4)
+    temps = h * ((st.gi_meta.dtype.itemsize if st.gi_meta else 0) + 4 * 4)
     room = kb.spec.sbuf_bytes_per_partition - 16 * 1024 - 4 * h
     if io + temps >= room:
         raise NotImplementedError(f"native_layer_norm_backward: rows of {h} elements do not fit SBUF in one tile")
@@ -200,43 +296,14 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=dyt, in1=w_t.rows(0, n), out=g))
         tiles = [dyt, xt, mt, rt, nmr, xhat] + ([g] if g is not dyt else [])
         pw = None
-        if want_w:
+        if st.acc_w is not None:
             # grad_weight rows: dy * xhat (fp32), summed over rows on TensorE below
             pw = kb.tile(n, (h,), F32)
             kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=dyt, in1=xhat, out=pw))
             tiles.append(pw)
-        if gi_slot is not None and gi_meta is not None:  # one implies the other
-            s1 = kb.tile(n, (1,), F32)
-            s2 = kb.tile(n, (1,), F32)
-            # few row-sized temporaries: gx also takes the discarded output of the sum, rstd*g - ...
-            # overwrites g when g is a temporary, and the xhat term overwrites xhat
-            tv = g if g is not dyt else kb.tile(n, (h,), F32)
-            gx = kb.tile(n, (h,), F32)
-            kb.emit(Activation(func=Act.COPY, inp=g, out=gx, accum_out=s1))          # sum(g)
-            if pw is not None and g is dyt:
-                kb.emit(Activation(func=Act.COPY, inp=pw, out=gx, accum_out=s2))     # no weight: g * xhat = pw
-            else:
-                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=g, in1=xhat, out=gx))
-                kb.emit(Activation(func=Act.COPY, inp=gx, out=gx, accum_out=s2))     # sum(g * xhat)
-            kb.emit(TensorScalar(inp=s1, out=s1, alu0=Alu.MULTIPLY, scalar0=rt, alu1=Alu.MULTIPLY,
-                                 scalar1=-1.0 / h))
-            kb.emit(TensorScalar(inp=s2, out=s2, alu0=Alu.MULTIPLY, scalar0=rt, alu1=Alu.MULTIPLY,
-                                 scalar1=-1.0 / h))
-            kb.emit(Activation(func=Act.COPY, inp=g, out=tv, scale=rt, bias=s1))     # rstd*g - rstd*mean(g)
-            kb.emit(Activation(func=Act.COPY, inp=xhat, out=xhat, scale=s2))         # - rstd*xhat*mean(g*xhat)
-            git = kb.tile(n, (h,), gi_meta.dtype)
-            kb.emit(TensorTensor(alu=Alu.ADD, in0=tv, in1=xhat, out=git))
-            store(kb, qout, git, ctx.outputs[gi_slot], gi_meta.dtype, t.offsets[4], t.pstrides[4], n, plan.dims(4))
-            tiles += [s1, s2, gx, git] + ([tv] if tv is not g else [])
-        for j in range(nch):
-            hc = min(P, h - j * P)
-            for acc, src in ((acc_w, pw), (acc_b, dyt if want_b else None)):
-                if acc is None or src is None:  # both or neither: the gradient is not wanted
-                    continue
-                # column sums of this tile's rows: src[rows, hc].T @ ones[rows, 1] -> [hc, 1], FP32 in PSUM
-                kb.emit(LoadStationary(src=src.view(j * P, [(1, hc)])))
-                kb.emit(MultiplyMoving(moving=ones[src.dtype.itemsize == 4].rows(0, n),
-                                       dst=acc.view(j, [(1, 1)], partitions=hc), accumulate=ti > 0))
+        if st.slot[0] is not None:
+            tiles += _grad_input_rows(ctx, st, t, g, dyt, xhat, pw, rt)
+        _accumulate_column_sums(kb, st, ti, n, pw, dyt)
         kb.release(*held)
         if double_all:
             held = tiles
@@ -248,23 +315,8 @@ def _layer_norm_backward(ctx: LoweringContext) -> None:
             kb.release(*tiles)
             held = []
     kb.release(*held)
-    for acc, k in ((acc_w, slot[1]), (acc_b, slot[2])):
-        if acc is None or k is None:  # both or neither: the gradient is not wanted
-            continue
-        meta = ctx.call.outputs[k]
-        res = kb.tile(P, (nch,), meta.dtype)
-        full = h // P
-        if full:
-            kb.copy(acc.view(0, [(1, full)]), res.view(0, [(1, full)]))
-            kb.dma(qout, res.view(0, [(1, full)]), hbm(ctx.outputs[k], full, P, [(1, P)], meta.dtype,
-                                                       offset=meta.offset), transpose=True)
-        if h % P:
-            tail = h % P
-            kb.copy(acc.view(full, [(1, 1)], partitions=tail), res.view(full, [(1, 1)], partitions=tail))
-            kb.dma(qout, res.view(full, [(1, 1)], partitions=tail),
-                   hbm(ctx.outputs[k], 1, 0, [(1, tail)], meta.dtype, offset=meta.offset + full * P), transpose=True)
-        kb.release(res)
-    kb.release(*[t for t in (w_t, acc_w, acc_b) if t is not None], *ones.values())
+    _store_column_sums(ctx, st)
+    kb.release(*[t for t in (w_t, st.acc_w, st.acc_b) if t is not None], *st.ones.values())
 
 
 # --- var / std / var_mean / std_mean -----------------------------------------------------------------

@@ -20,10 +20,12 @@ tensor_reduce over that position's window, scaled by 1/length.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from math import ceil, prod
 
 from ...isa import AP, Act, Activation, Alu, DType, Iota, Memset, Select, TensorCopy, TensorReduce, TensorScalar, \
     TensorTensor, hbm
+from ..builder import KernelBuilder
 from ..lowering import LoweringContext, NoLowering, lowering
 from .common import F32, attr, queues, row_plan
 
@@ -57,24 +59,41 @@ def _views(base: AP, offset: int, strides, sizes) -> AP:
     return base.view(offset, [(st, sz) for st, sz in zip(strides, sizes)])
 
 
-def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
-    """kind: 'avg' or 'max' (with indices)."""
-    kb = ctx.kb
+@dataclass(frozen=True)
+class _PoolGeometry:
+    """What a window pooling's attributes and shapes fix for every tile: the window, its stride,
+    padding and dilation per spatial dim, the padded extents and how many outputs of the outermost
+    dim one tile holds."""
+
+    kind: str                  # 'avg' or 'max'
+    nsp: int
+    k: tuple[int, ...]
+    s: tuple[int, ...]
+    p: tuple[int, ...]
+    dil: tuple[int, ...]
+    ins: tuple[int, ...]       # input spatial shape
+    outs: tuple[int, ...]      # output spatial shape
+    ext: list[int]             # padded extents (origin at -p); dim 0 is cut into chunks
+    span0: int                 # input rows one output row's windows cover along dim 0
+    chunk: int                 # outputs of dim 0 per tile
+    lo_c: list[int]            # the counted region (avg): padding counts or not
+    hi_c: list[int]
+    varying: bool              # some window's count of counted cells differs from the kernel's size
+    const_div: float
+    in_flat: list[int]         # flat input positions (max_pool's indices)
+
+
+def _pool_geometry(ctx: LoweringContext, nsp: int, kind: str) -> _PoolGeometry:
     x = ctx.call.inputs[0]
     out = ctx.call.outputs[0]
-    if not x.dtype.is_float:
-        raise NoLowering("integer pooling")
     k = _tup(attr(ctx, "kernel_size"), nsp)
     s = _tup(attr(ctx, "stride"), nsp, k)
     p = _tup(attr(ctx, "padding", 0), nsp)
     dil = _tup(attr(ctx, "dilation", 1), nsp) if kind == "max" else (1,) * nsp
     ins_ = x.shape[-nsp:]
     outs_ = out.shape[-nsp:]
-    if out.numel == 0:
-        return
     include_pad = bool(attr(ctx, "count_include_pad", True))
     divisor = attr(ctx, "divisor_override", None)
-    # padded extents of the inner spatial dims (origin at -p); dim 0 is cut into chunks
     ext = [max(ins_[d] + 2 * p[d], (outs_[d] - 1) * s[d] + (k[d] - 1) * dil[d] + 1) for d in range(nsp)]
     inner = prod(ext[1:])
     span0 = (k[0] - 1) * dil[0] + 1
@@ -85,117 +104,198 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
     varying = divisor is None and kind == "avg" and any(
         o * s[d] - p[d] < lo_c[d] or o * s[d] - p[d] + k[d] > hi_c[d] for d in range(nsp) for o in range(outs_[d]))
     const_div = float(divisor) if divisor is not None else float(prod(k))
+    return _PoolGeometry(kind, nsp, k, s, p, dil, ins_, outs_, ext, span0, chunk, lo_c, hi_c, varying, const_div,
+                         _dense(ins_))
+
+
+@dataclass
+class _PoolChunk:
+    """Outputs o0..o0+m0 of dim 0 for one row tile: the padded input plane they read, in SBUF, and
+    the tiles made for them (released once the next chunk's are made, so DMAs overlap)."""
+
+    kb: KernelBuilder
+    g: _PoolGeometry
+    rows: int
+    o0: int
+    lo: int                    # input coordinate of the plane's first row along dim 0
+    e0: int                    # the plane's extent along dim 0
+    ext_c: list[int]
+    est: list[int]             # the plane's dense strides
+    origin: list[int]          # input coordinate of the plane's first cell, per dim
+    osz: list[int]             # the chunk's output shape
+    ost: list[int]
+    n_out: int
+    made: list[AP] = field(default_factory=list)
+    plane: AP | None = None
+
+    def tile(self, cols: int, dt=F32) -> AP:
+        a = self.kb.tile(self.rows, (cols,), dt)
+        self.made.append(a)
+        return a
+
+    def window(self, a: tuple[int, ...], base: AP | None = None) -> AP:
+        """The strided view of ``base`` (the plane) that window offset ``a`` reads for every output."""
+        g = self.g
+        off = sum(ai * g.dil[d] * self.est[d] for d, ai in enumerate(a))
+        return _views(base if base is not None else self.input_plane, off,
+                      [g.s[d] * self.est[d] for d in range(g.nsp)], self.osz)
+
+    def outputs(self, tile: AP) -> AP:
+        return _views(tile, 0, self.ost, self.osz)
+
+    @property
+    def input_plane(self) -> AP:
+        assert self.plane is not None
+        return self.plane
+
+
+def _pool_chunk(kb: KernelBuilder, g: _PoolGeometry, rows: int, o0: int) -> _PoolChunk:
+    m0 = min(g.chunk, g.outs[0] - o0)
+    lo = o0 * g.s[0] - g.p[0]
+    e0 = (m0 - 1) * g.s[0] + g.span0
+    ext_c = [e0] + g.ext[1:]
+    osz = [m0] + list(g.outs[1:])
+    return _PoolChunk(kb, g, rows, o0, lo, e0, ext_c, _dense(ext_c), [lo] + [-g.p[d] for d in range(1, g.nsp)],
+                      osz, _dense(osz), prod(osz))
+
+
+def _load_plane(ctx: LoweringContext, c: _PoolChunk, t, q: int) -> None:
+    """The chunk's input rows into the interior of its padded plane (the border set to the pooling's
+    neutral value)."""
+    kb, g, x = ctx.kb, c.g, ctx.call.inputs[0]
+    plane = c.plane = c.tile(prod(c.ext_c), x.dtype)
+    v_lo, v_hi = max(c.lo, 0), min(c.lo + c.e0, g.ins[0])
+    inside = [(v_lo, v_hi)] + [(0, g.ins[d]) for d in range(1, g.nsp)]
+    full = all(a == o and b - a == e for (a, b), o, e in zip(inside, c.origin, c.ext_c))
+    if not full:
+        kb.emit(Memset(out=plane, value=float("-inf") if g.kind == "max" else 0.0))
+    if v_hi > v_lo:
+        sizes = [b - a for a, b in inside]
+        xin_st = x.stride[-g.nsp:]
+        dst = _views(plane, sum((a - o) * st for (a, _), o, st in zip(inside, c.origin, c.est)), c.est, sizes)
+        src = hbm(ctx.inputs[0], c.rows, t.pstrides[0], [(st, sz) for st, sz in zip(xin_st, sizes)], x.dtype,
+                  offset=t.offsets[0] + v_lo * xin_st[0])
+        kb.dma(q, src, dst)
+
+
+def _window_offsets(g: _PoolGeometry) -> list[tuple[int, ...]]:
+    offsets: list[tuple[int, ...]] = [()]
+    for d in range(g.nsp):
+        offsets = [a + (i,) for a in offsets for i in range(g.k[d])]
+    return offsets
+
+
+def _avg_windows(kb: KernelBuilder, c: _PoolChunk, acc: AP, offsets) -> None:
+    """acc = every window's sum over its divisor: the kernel's size (or divisor_override), else the
+    count of counted cells, summed by the same windows over a 0/1 mask."""
+    g = c.g
+    accv = c.outputs(acc)
+    kb.emit(Activation(func=Act.COPY, inp=c.window(offsets[0]), out=accv))
+    for a in offsets[1:]:
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=accv, in1=c.window(a), out=accv))
+    if not g.varying:
+        kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.DIVIDE, scalar0=g.const_div))
+        return
+    mask = c.tile(prod(c.ext_c))
+    kb.emit(Memset(out=mask, value=0.0))
+    cin = [(max(g.lo_c[0], c.lo), min(g.hi_c[0], c.lo + c.e0))] + [(g.lo_c[d], g.hi_c[d]) for d in range(1, g.nsp)]
+    sizes = [b - a for a, b in cin]
+    if all(z > 0 for z in sizes):
+        kb.emit(Memset(out=_views(mask, sum((a - o) * st for (a, _), o, st in zip(cin, c.origin, c.est)),
+                                  c.est, sizes), value=1.0))
+    cnt = c.tile(c.n_out)
+    cntv = c.outputs(cnt)
+    kb.emit(TensorCopy(inp=c.window(offsets[0], mask), out=cntv))
+    for a in offsets[1:]:
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=cntv, in1=c.window(a, mask), out=cntv))
+    kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=acc, in1=cnt, out=acc))
+
+
+def _first_positions(kb: KernelBuilder, c: _PoolChunk) -> AP:
+    """An int32 tile of each window's first in-bounds flat input position: where a window's running
+    max starts (so an all -inf window reports that cell, as PyTorch does)."""
+    g = c.g
+    nsp, ost, osz = g.nsp, c.ost, c.osz
+    bidx = c.tile(c.n_out, DType.int32)
+    coefs = tuple(g.s[d] * g.in_flat[d] for d in range(nsp))
+    base0 = c.o0 * g.s[0] * g.in_flat[0]
+    kb.emit(Iota(out=c.outputs(bidx), base=base0 - sum(g.p[d] * g.in_flat[d] for d in range(nsp)), coefs=coefs))
+    # windows starting in the padding: their first in-bounds cell is further in
+    for d in range(nsp):
+        first = c.o0 if d == 0 else 0
+        for o in range(first, first + osz[d]):
+            start = o * g.s[d] - g.p[d]
+            if start >= 0:
+                break
+            shift = g.dil[d] * ceil(-start / g.dil[d]) * g.in_flat[d]
+            sl = o - first
+            sub = _views(bidx, sl * ost[d], [ost[e] for e in range(nsp) if e != d],
+                         [osz[e] for e in range(nsp) if e != d]) if nsp > 1 else \
+                bidx.view(sl, [(1, 1)])
+            kb.emit(TensorScalar(inp=sub, out=sub, alu0=Alu.ADD, scalar0=float(shift)))
+    return bidx
+
+
+def _max_windows(kb: KernelBuilder, c: _PoolChunk, acc: AP, offsets) -> AP:
+    """acc = every window's max; returns the int32 tile of its flat input position (the first
+    candidate that is greater, or NaN, wins: PyTorch's loop)."""
+    g = c.g
+    nsp = g.nsp
+    kb.emit(Memset(out=acc, value=float("-inf")))
+    accv = c.outputs(acc)
+    bidx = _first_positions(kb, c)
+    coefs = tuple(g.s[d] * g.in_flat[d] for d in range(nsp))
+    base0 = c.o0 * g.s[0] * g.in_flat[0]
+    pos = c.tile(c.n_out, DType.int32)
+    posv = c.outputs(pos)
+    upd = c.tile(c.n_out)
+    nan = c.tile(c.n_out)
+    updv, nanv = c.outputs(upd), c.outputs(nan)
+    for a in offsets:
+        cand = c.window(a)
+        kb.emit(Iota(out=posv, base=base0 + sum((a[d] * g.dil[d] - g.p[d]) * g.in_flat[d] for d in range(nsp)),
+                     coefs=coefs))
+        kb.emit(TensorTensor(alu=Alu.IS_GT, in0=cand, in1=accv, out=updv))
+        kb.emit(Activation(func=Act.IS_NAN, inp=cand, out=nanv))
+        kb.emit(TensorTensor(alu=Alu.LOGICAL_OR, in0=upd, in1=nan, out=upd))
+        kb.emit(Select(pred=updv, on_true=cand, on_false=accv, out=accv))
+        kb.emit(Select(pred=upd, on_true=pos, on_false=bidx, out=bidx))
+    return bidx
+
+
+def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
+    """kind: 'avg' or 'max' (with indices)."""
+    kb = ctx.kb
+    x = ctx.call.inputs[0]
+    out = ctx.call.outputs[0]
+    if not x.dtype.is_float:
+        raise NoLowering("integer pooling")
+    g = _pool_geometry(ctx, nsp, kind)
+    if out.numel == 0:
+        return
     idx_out = ctx.call.outputs[1] if kind == "max" else None
     plan = _rows(ctx.spec.partitions, nsp, x, out, *([idx_out] if idx_out is not None else []))
     qin, qout = queues(kb)
-    xin_st = x.stride[-nsp:]
-    in_flat = _dense(ins_)                     # flat input positions (max_pool's indices)
-    pad_value = float("-inf") if kind == "max" else 0.0
+    offsets = _window_offsets(g)
     held: list[AP] = []
     for t in plan.tiles:
-        rows = t.rows
-        for o0 in range(0, outs_[0], chunk):
-            m0 = min(chunk, outs_[0] - o0)
-            made: list[AP] = []
-
-            def tile(cols: int, dt=F32, *, rows=rows, made=made) -> AP:
-                a = kb.tile(rows, (cols,), dt)
-                made.append(a)
-                return a
-
-            lo = o0 * s[0] - p[0]                      # input coordinate of the tile's first row
-            e0 = (m0 - 1) * s[0] + span0
-            ext_c = [e0] + ext[1:]
-            est = _dense(ext_c)
-            plane = tile(prod(ext_c), x.dtype)
-            v_lo, v_hi = max(lo, 0), min(lo + e0, ins_[0])
-            inside = [(v_lo, v_hi)] + [(0, ins_[d]) for d in range(1, nsp)]
-            origin = [lo] + [-p[d] for d in range(1, nsp)]
-            full = all(a == o and b - a == e for (a, b), o, e in zip(inside, origin, ext_c))
-            if not full:
-                kb.emit(Memset(out=plane, value=pad_value))
-            if v_hi > v_lo:
-                sizes = [b - a for a, b in inside]
-                dst = _views(plane, sum((a - o) * st for (a, _), o, st in zip(inside, origin, est)), est, sizes)
-                src = hbm(ctx.inputs[0], rows, t.pstrides[0], [(st, sz) for st, sz in zip(xin_st, sizes)], x.dtype,
-                          offset=t.offsets[0] + v_lo * xin_st[0])
-                kb.dma(qin[0], src, dst)
-            osz = [m0] + list(outs_[1:])
-            n_out = prod(osz)
-            ost = _dense(osz)
-            acc = tile(n_out)
-
-            def window(a: tuple[int, ...], base: AP = plane, *, est=est, osz=osz) -> AP:
-                off = sum(ai * dil[d] * est[d] for d, ai in enumerate(a))
-                return _views(base, off, [s[d] * est[d] for d in range(nsp)], osz)
-
-            offsets: list[tuple[int, ...]] = [()]
-            for d in range(nsp):
-                offsets = [a + (i,) for a in offsets for i in range(k[d])]
-            accv = _views(acc, 0, ost, osz)
+        for o0 in range(0, g.outs[0], g.chunk):
+            c = _pool_chunk(kb, g, t.rows, o0)
+            _load_plane(ctx, c, t, qin[0])
+            acc = c.tile(c.n_out)
             if kind == "avg":
-                kb.emit(Activation(func=Act.COPY, inp=window(offsets[0]), out=accv))
-                for a in offsets[1:]:
-                    kb.emit(TensorTensor(alu=Alu.ADD, in0=accv, in1=window(a), out=accv))
-                if varying:
-                    mask = tile(prod(ext_c))
-                    kb.emit(Memset(out=mask, value=0.0))
-                    cin = [(max(lo_c[0], lo), min(hi_c[0], lo + e0))] + [(lo_c[d], hi_c[d]) for d in range(1, nsp)]
-                    sizes = [b - a for a, b in cin]
-                    if all(z > 0 for z in sizes):
-                        kb.emit(Memset(out=_views(mask, sum((a - o) * st for (a, _), o, st in zip(cin, origin, est)),
-                                                  est, sizes), value=1.0))
-                    cnt = tile(n_out)
-                    cntv = _views(cnt, 0, ost, osz)
-                    kb.emit(TensorCopy(inp=window(offsets[0], mask), out=cntv))
-                    for a in offsets[1:]:
-                        kb.emit(TensorTensor(alu=Alu.ADD, in0=cntv, in1=window(a, mask), out=cntv))
-                    kb.emit(TensorTensor(alu=Alu.DIVIDE, in0=acc, in1=cnt, out=acc))
-                else:
-                    kb.emit(TensorScalar(inp=acc, out=acc, alu0=Alu.DIVIDE, scalar0=const_div))
+                _avg_windows(kb, c, acc, offsets)
             else:
-                kb.emit(Memset(out=acc, value=float("-inf")))
-                bidx = tile(n_out, DType.int32)
-                bidxv = _views(bidx, 0, ost, osz)
-                coefs = tuple(s[d] * in_flat[d] for d in range(nsp))
-                base0 = o0 * s[0] * in_flat[0]
-                kb.emit(Iota(out=bidxv, base=base0 - sum(p[d] * in_flat[d] for d in range(nsp)), coefs=coefs))
-                # windows starting in the padding: their first in-bounds cell is further in
-                for d in range(nsp):
-                    first = o0 if d == 0 else 0
-                    for o in range(first, first + osz[d]):
-                        c = o * s[d] - p[d]
-                        if c >= 0:
-                            break
-                        shift = dil[d] * ceil(-c / dil[d]) * in_flat[d]
-                        sl = o - first
-                        sub = _views(bidx, sl * ost[d], [ost[e] for e in range(nsp) if e != d],
-                                     [osz[e] for e in range(nsp) if e != d]) if nsp > 1 else \
-                            bidx.view(sl, [(1, 1)])
-                        kb.emit(TensorScalar(inp=sub, out=sub, alu0=Alu.ADD, scalar0=float(shift)))
-                pos = tile(n_out, DType.int32)
-                posv = _views(pos, 0, ost, osz)
-                upd = tile(n_out)
-                nan = tile(n_out)
-                updv, nanv = _views(upd, 0, ost, osz), _views(nan, 0, ost, osz)
-                for a in offsets:
-                    cand = window(a)
-                    kb.emit(Iota(out=posv, base=base0 + sum((a[d] * dil[d] - p[d]) * in_flat[d] for d in range(nsp)),
-                                 coefs=coefs))
-                    kb.emit(TensorTensor(alu=Alu.IS_GT, in0=cand, in1=accv, out=updv))
-                    kb.emit(Activation(func=Act.IS_NAN, inp=cand, out=nanv))
-                    kb.emit(TensorTensor(alu=Alu.LOGICAL_OR, in0=upd, in1=nan, out=upd))
-                    kb.emit(Select(pred=updv, on_true=cand, on_false=accv, out=accv))
-                    kb.emit(Select(pred=upd, on_true=pos, on_false=bidx, out=bidx))
                 assert idx_out is not None  # max pooling returns its indices
-                io = tile(n_out, idx_out.dtype)
+                bidx = _max_windows(kb, c, acc, offsets)
+                io = c.tile(c.n_out, idx_out.dtype)
                 kb.copy(bidx, io)
-                _store_plane(kb, qout, io, ctx.outputs[1], idx_out, t, 2, nsp, o0, osz)
-            ot = tile(n_out, out.dtype)
+                _store_plane(kb, qout, io, ctx.outputs[1], idx_out, t, 2, nsp, o0, c.osz)
+            ot = c.tile(c.n_out, out.dtype)
             kb.copy(acc, ot)
-            _store_plane(kb, qout, ot, ctx.outputs[0], out, t, 1, nsp, o0, osz)
+            _store_plane(kb, qout, ot, ctx.outputs[0], out, t, 1, nsp, o0, c.osz)
             kb.release(*held)
-            held = made
+            held = c.made
     kb.release(*held)
 
 

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from dataclasses import dataclass, field
 from math import prod
 
 from ...isa import (
     AP, Act, Activation, Alu, DType, LoadStationary, Memset, MultiplyMoving, PartitionReduce, TensorReduce,
     TensorScalar, TensorTensor, hbm,
 )
+from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..tiling import coalesce
 from .elementwise import MAX_COLS, scalar_arg
@@ -179,13 +181,84 @@ def _reduce_rows(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
 BLOCK = 2048   # kept columns per block: 4 PSUM banks of FP32 sums, two blocks in flight
 
 
+def _col_pieces(nred: int, P: int, g: int) -> list[tuple[int, int, int]]:
+    """The reduced dim in (first reduced index, partitions, rows per partition): full tiles, then
+    the tails."""
+    pieces, r = [], 0
+    while nred - r >= P * g:
+        pieces.append((r, P, g))
+        r += P * g
+    if nred - r >= g > 1:
+        pieces.append((r, (nred - r) // g, g))
+        r += ((nred - r) // g) * g
+    if nred - r:
+        pieces.append((r, nred - r, 1))
+    return pieces
+
+
+@dataclass
+class _ColFold:
+    """How one block's loaded [parts, span] tiles fold into its accumulators: sums of floats as
+    matmuls against a ones column into PSUM banks, other ALUs element-wise on VectorE into one SBUF
+    tile. The ones columns and the rows the stationary one holds carry over from block to block."""
+
+    kb: KernelBuilder
+    alu: Alu
+    dtype: DType
+    on_pe: bool
+    bank: int                    # FP32 columns of one PSUM bank
+    moving_max: int
+    ones: dict = field(default_factory=dict)
+    loaded_rows: int | None = None
+
+    def accumulators(self, first_parts: int, width: int) -> list[AP]:
+        kb = self.kb
+        if self.on_pe:
+            return [kb.psum_tile(1, (min(self.bank, width - s0),)) for s0 in range(0, width, self.bank)]
+        return [kb.tile(first_parts, (width,), F32)]
+
+    def add(self, accs: list[AP], t: AP, parts: int, span: int, first: bool) -> None:
+        kb = self.kb
+        if not self.on_pe:
+            region = accs[0].view(0, [(1, span)], partitions=parts)
+            if first:
+                kb.copy(t, region)
+            else:
+                kb.emit(TensorTensor(alu=self.alu, in0=region, in1=t, out=region))
+            return
+        if self.loaded_rows != parts:
+            if self.dtype not in self.ones:
+                self.ones[self.dtype] = kb.tile(kb.spec.partitions, (1,), self.dtype)
+                kb.emit(Memset(out=self.ones[self.dtype], value=1.0))
+            kb.emit(LoadStationary(src=self.ones[self.dtype].rows(0, parts)))
+            self.loaded_rows = parts
+        # a tail piece adds into the leading columns: every column is summed in the end
+        for k, s0 in enumerate(range(0, span, self.bank)):
+            for m0 in range(s0, min(s0 + self.bank, span), self.moving_max):
+                m = min(self.moving_max, s0 + self.bank - m0, span - m0)
+                kb.emit(MultiplyMoving(moving=t.view(m0, [(1, m)]),
+                                       dst=accs[k].view(m0 - s0, [(1, m)]), accumulate=not first))
+
+    def total(self, accs: list[AP], width: int) -> AP:
+        """The block's [1, width] FP32 column totals (the PSUM accumulators are released)."""
+        kb = self.kb
+        total = kb.tile(1, (width,), F32)
+        if self.on_pe:
+            for k, s0 in enumerate(range(0, width, self.bank)):
+                _finish(kb, accs[k], total.view(s0, [(1, accs[k].free_size)]), None)
+            # PSUM goes back at once (8 banks are all there is); the next block's first matmul
+            # waits for this evacuation only
+            kb.release(*accs)
+        else:
+            kb.emit(PartitionReduce(alu=self.alu, inp=accs[0], out=total))
+        return total
+
+
 def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> None:
     """``unit`` > 1: each kept index owns ``unit`` contiguous elements of a reduced dim left out of
     ``rshape`` (``x.mean((0, 2))`` of [N, C, 3]): the blocks load whole, the unit folds at the end."""
     kb, spec = ctx.kb, ctx.spec
     P = spec.partitions
-    bank = spec.psum_bank_bytes // 4          # FP32 columns of one PSUM bank
-    moving_max = spec.gemm_moving_fmax
     x, out = ctx.call.inputs[0], ctx.call.outputs[0]
     q_in, q_out = kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO2", "output")
     ncols, cst, cso = kshape[-1], kx[-1], ko[-1]
@@ -198,9 +271,8 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> 
     g = 1
     if unit == 1 and cst == 1 and rst == ncols and ncols * x.dtype.itemsize < spec.dma_descriptor_knee_bytes:
         g = max(1, min(BLOCK // ncols, nred // P))
-    on_pe = alu is Alu.ADD and x.dtype.is_float
-    ones = {}
-    loaded_rows = None
+    fold = _ColFold(kb, alu, x.dtype, alu is Alu.ADD and x.dtype.is_float, spec.psum_bank_bytes // 4,
+                    spec.gemm_moving_fmax)
     loads = _Loads(kb)
     held: deque = deque()
     for oidx in itertools.product(*(range(s) for s in kshape[:-1])):
@@ -210,21 +282,8 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> 
         for b0 in range(0, ncols, step):
             w = min(step, ncols - b0)
             width = g * w * unit
-            # (first reduced index, partitions, rows per partition): full tiles, then the tails
-            pieces, r = [], 0
-            while nred - r >= P * g:
-                pieces.append((r, P, g))
-                r += P * g
-            if nred - r >= g > 1:
-                pieces.append((r, (nred - r) // g, g))
-                r += ((nred - r) // g) * g
-            if nred - r:
-                pieces.append((r, nred - r, 1))
-            first_parts = pieces[0][1]
-            if on_pe:
-                accs = [kb.psum_tile(1, (min(bank, width - s0),)) for s0 in range(0, width, bank)]
-            else:
-                acc = kb.tile(first_parts, (width,), F32)
+            pieces = _col_pieces(nred, P, g)
+            accs = fold.accumulators(pieces[0][1], width)
             first = True
             for ridx in outer_r:
                 roff = base_x + b0 * cst + sum(i * rx[d] for i, d in zip(ridx, others))
@@ -233,35 +292,9 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> 
                     t = loads.add(kb.tile(parts, (span,), x.dtype))
                     dims = [(1, span)] if gg > 1 or unit > 1 else [(cst, w)]
                     kb.dma(q_in, hbm(ctx.inputs[0], parts, gg * rst, dims, x.dtype, offset=roff + r0 * rst), t)
-                    if on_pe:
-                        if loaded_rows != parts:
-                            if x.dtype not in ones:
-                                ones[x.dtype] = kb.tile(P, (1,), x.dtype)
-                                kb.emit(Memset(out=ones[x.dtype], value=1.0))
-                            kb.emit(LoadStationary(src=ones[x.dtype].rows(0, parts)))
-                            loaded_rows = parts
-                        # a tail piece adds into the leading columns: every column is summed in the end
-                        for k, s0 in enumerate(range(0, span, bank)):
-                            for m0 in range(s0, min(s0 + bank, span), moving_max):
-                                m = min(moving_max, s0 + bank - m0, span - m0)
-                                kb.emit(MultiplyMoving(moving=t.view(m0, [(1, m)]),
-                                                       dst=accs[k].view(m0 - s0, [(1, m)]), accumulate=not first))
-                    elif first:
-                        kb.copy(t, acc.view(0, [(1, span)], partitions=parts))
-                    else:
-                        region = acc.view(0, [(1, span)], partitions=parts)
-                        kb.emit(TensorTensor(alu=alu, in0=region, in1=t, out=region))
+                    fold.add(accs, t, parts, span, first)
                     first = False
-            if on_pe:
-                total = kb.tile(1, (width,), F32)
-                for k, s0 in enumerate(range(0, width, bank)):
-                    _finish(kb, accs[k], total.view(s0, [(1, accs[k].free_size)]), None)
-                # PSUM goes back at once (8 banks are all there is); the next block's first matmul
-                # waits for this evacuation only
-                kb.release(*accs)
-            else:
-                total = kb.tile(1, (width,), F32)
-                kb.emit(PartitionReduce(alu=alu, inp=acc, out=total))
+            total = fold.total(accs, width)
             res = kb.tile(1, (w,), out.dtype)
             if g > 1 or unit > 1:
                 folded = kb.tile(1, (w,), F32)
@@ -273,8 +306,8 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> 
             kb.dma(q_out, res, hbm(ctx.outputs[0], 1, 0, [(cso, w)], out.dtype, offset=base_o + b0 * cso))
             # the block's accumulators go back one block late: the next block accumulates elsewhere
             kb.release(*held)
-            held = deque([total, res] + ([] if on_pe else [acc]))
-    kb.release(*held, *ones.values())
+            held = deque([total, res] + ([] if fold.on_pe else accs))
+    kb.release(*held, *fold.ones.values())
     loads.close()
 
 
