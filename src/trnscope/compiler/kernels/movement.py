@@ -93,10 +93,9 @@ def copy_region(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst:
             span = (t.cols - 1) * step + 1
             wide = kb.tile(t.rows, (span,), src.dtype)
             load(kb, qin[0], src_t, src.dtype, src.offset + s.offset, s.pstride, t.rows, [(1, span)], wide)
-            ot = kb.tile(t.rows, (t.cols,), dst.dtype)
-            kb.emit(Activation(func=Act.COPY, inp=wide.view(0, [(step, t.cols)]), out=ot))
+            xt = kb.tile(t.rows, (t.cols,), dst.dtype)  # the pick casts too
+            kb.emit(Activation(func=Act.COPY, inp=wide.view(0, [(step, t.cols)]), out=xt))
             kb.release(wide)
-            xt = ot
         else:
             xt = kb.tile(t.rows, (t.cols,), src.dtype)
             load(kb, qin[0], src_t, src.dtype, src.offset + s.offset, s.pstride, t.rows, [(s.cstride, t.cols)], xt)
@@ -213,18 +212,18 @@ def fill_region(kb: KernelBuilder, dst_t: int, dst: TensorMeta, dst_offset: int,
     width = max(t.cols for t in tiles)
     rows = max(t.rows for t in tiles)
     const = kb.tile(rows, (width,), dst.dtype)
-    if source is None and value is not None and not value.runtime:
-        kb.emit(Memset(out=const, value=float(value.known)))
-    elif source is None and value is not None:  # a runtime value: its tile, in dst's dtype, copied out along the rows
-        kb.emit(Activation(func=Act.COPY, inp=value.broadcast(const), out=const))
-    elif source is not None:
+    if source is not None:
         src_t, vm = source
         col = kb.tile(rows, (1,), vm.dtype)
         kb.dma(kb.queue("qSyncIO0", "input"), hbm(src_t, rows, 0, [(1, 1)], vm.dtype, offset=vm.offset), col)
         kb.emit(Activation(func=Act.COPY, inp=col.view(0, [(0, width)]), out=const))
         kb.release(col)
-    else:
+    elif value is None:
         raise ValueError("fill_region needs a value or a source tensor")
+    elif value.runtime:  # its tile, in dst's dtype, copied out along the rows
+        kb.emit(Activation(func=Act.COPY, inp=value.broadcast(const), out=const))
+    else:
+        kb.emit(Memset(out=const, value=float(value.known)))
     qs = [kb.queue(f"qSyncIO{i}", "output") for i in (2, 3)]
     for i, t in enumerate(tiles):
         o = t.operands[0]
