@@ -78,21 +78,28 @@ def test_dropout_is_refused():
         program_for(SDPA, q, q, q, dropout_p=0.1)
 
 
-def test_overrideable_fused_attention_entry_point():
-    """aten::_scaled_dot_product_fused_attention_overrideable (what PyTorch calls on a PrivateUse1
-    backend that picks fused attention) has no CPU kernel: compare with the CPU flash kernel."""
+def _run_overrideable(q, k, out, lse, is_causal):
+    """(out, log-sum-exp) of aten::_scaled_dot_product_fused_attention_overrideable(q, k, k) run
+    through the kernel, with outputs shaped like ``out`` and ``lse``."""
     from trnscope.compiler import OpCall
     from trnscope.compiler.opcall import meta_of
 
     from .helpers import run_call
 
-    q, k = randn(1, 2, 130, 16, seed=17), randn(1, 2, 200, 16, seed=18)
-    out, lse = FLASH_CPU(q, k, k, is_causal=True)
     aux = torch.zeros(0, dtype=torch.int64)
     call = OpCall.make("aten::_scaled_dot_product_fused_attention_overrideable",
                        [meta_of(q), meta_of(k), meta_of(k), None], [meta_of(out), meta_of(lse), meta_of(aux)],
-                       {"dropout_p": 0.0, "is_causal": True, "return_debug_mask": False, "scale": None})
+                       {"dropout_p": 0.0, "is_causal": is_causal, "return_debug_mask": False, "scale": None})
     got_out, got_lse, _ = run_call(call, [q, k, k, None], [out, lse, aux])
+    return got_out, got_lse
+
+
+def test_overrideable_fused_attention_entry_point():
+    """aten::_scaled_dot_product_fused_attention_overrideable (what PyTorch calls on a PrivateUse1
+    backend that picks fused attention) has no CPU kernel: compare with the CPU flash kernel."""
+    q, k = randn(1, 2, 130, 16, seed=17), randn(1, 2, 200, 16, seed=18)
+    out, lse = FLASH_CPU(q, k, k, is_causal=True)
+    got_out, got_lse = _run_overrideable(q, k, out, lse, is_causal=True)
     torch.testing.assert_close(got_out, out, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)
 
@@ -101,20 +108,11 @@ def test_overrideable_fused_attention_entry_point():
 def test_overrideable_dense_logsumexp_leaves_in_rows(shape):
     """A dense [B, H, L] log-sum-exp (L a multiple of 128) is collected per batch and turned into rows
     of 128 queries by TensorE transposes (160 columns: two transposes), one DMA per 128 rows."""
-    from trnscope.compiler import OpCall
-    from trnscope.compiler.opcall import meta_of
-
-    from .helpers import run_call
-
     B, H, L, E, S = shape
     q, k = randn(B, H, L, E, seed=19), randn(B, H, S, E, seed=20)
     out, lse = FLASH_CPU(q, k, k)
     lse = lse.contiguous()
-    aux = torch.zeros(0, dtype=torch.int64)
-    call = OpCall.make("aten::_scaled_dot_product_fused_attention_overrideable",
-                       [meta_of(q), meta_of(k), meta_of(k), None], [meta_of(out), meta_of(lse), meta_of(aux)],
-                       {"dropout_p": 0.0, "is_causal": False, "return_debug_mask": False, "scale": None})
-    got_out, got_lse, _ = run_call(call, [q, k, k, None], [out, lse, aux])
+    got_out, got_lse = _run_overrideable(q, k, out, lse, is_causal=False)
     torch.testing.assert_close(got_out, out, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got_lse, lse, rtol=1e-4, atol=1e-5)
 
