@@ -23,7 +23,7 @@ from ...isa import AP, Act, Activation, DType, TensorTranspose, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
-from ..tiling import P, coalesce  # noqa: F401 - P: the attention kernel (matmul family) still imports it here
+from ..tiling import P, coalesce, merge_dims  # noqa: F401 - P: the attention kernel (matmul family) still imports it here
 
 F32 = DType.float32
 
@@ -106,15 +106,48 @@ def full_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ...]:
 # --- DMA helpers ------------------------------------------------------------------------------------
 
 def load(kb: KernelBuilder, queue: int, tensor: int, dtype: DType, offset: int, pstride: int, rows: int,
-         dims: Sequence[tuple[int, int]], tile: AP) -> None:
-    """HBM rows (``rows`` x free ``dims``) -> SBUF ``tile`` [rows, prod(dims)] with the cheapest DMA."""
-    dims = [(st, sz) for st, sz in dims if sz > 1] or [(1, 1)]
-    if len(dims) == 1 and dims[0][0] != 1 and pstride == 1 and rows > 1:
-        # the rows are contiguous, the free axis is not: DMA transpose moves whole rows of HBM
-        src = hbm(tensor, dims[0][1], dims[0][0], [(1, rows)], dtype, offset=offset)
-        kb.dma(queue, src, tile, transpose=True)
+         dims: Sequence[tuple[int, int]], tile: AP, *, transpose: bool = True) -> None:
+    """HBM rows (``rows`` x free ``dims``) -> SBUF ``tile`` [rows, prod(dims)] with the cheapest DMA.
+
+    ``transpose``: a DMA transpose may move the rows when they are what is contiguous. A free dim of
+    stride 0 (an expanded operand: the gradient of ``x.sum()``, ``grad.sum(0)`` of it) is not read
+    once per element: see :func:`load_broadcast`."""
+    if any(st == 0 and sz > 1 for st, sz in dims):
+        load_broadcast(kb, queue, tensor, dtype, offset, pstride, rows, dims, tile, transpose=transpose)
         return
+    if transpose:
+        dims = [(st, sz) for st, sz in dims if sz > 1] or [(1, 1)]
+        if len(dims) == 1 and dims[0][0] != 1 and pstride == 1 and rows > 1:
+            # the rows are contiguous, the free axis is not: DMA transpose moves whole rows of HBM
+            src = hbm(tensor, dims[0][1], dims[0][0], [(1, rows)], dtype, offset=offset)
+            kb.dma(queue, src, tile, transpose=True)
+            return
     kb.dma(queue, hbm(tensor, rows, pstride, dims, dtype, offset=offset), tile)
+
+
+def load_broadcast(kb: KernelBuilder, queue: int, tensor: int, dtype: DType, offset: int, pstride: int, rows: int,
+                   dims: Sequence[tuple[int, int]], tile: AP, *, transpose: bool = True) -> None:
+    """:func:`load` of a source whose free ``dims`` include stride-0 ones: the distinct data (the
+    view without them) is loaded once, the cheapest way for its own layout, and one engine copy
+    fills ``tile`` reading it with stride 0 on those dims (engines read any free stride, 0 included:
+    hardware.md 2.3). Read per element, each 4-byte descriptor would cost what a 2 KiB one does (S6):
+    7 ms for a [1024, 1024] FP32 matmul operand expanded from a scalar. A partition stride of 0 stays
+    in the DMA: one row read into every partition, a descriptor per partition, not per element."""
+    dims = [(st, sz) for st, sz in dims if sz > 1] or [(1, 1)]
+    distinct = [(st, sz) for st, sz in dims if st != 0] or [(1, 1)]
+    part = kb.tile(rows, (prod(sz for _, sz in distinct),), tile.dtype)
+    load(kb, queue, tensor, dtype, offset, pstride, rows, distinct, part, transpose=transpose)
+    view, step = [], 1
+    for st, sz in reversed(dims):
+        view.append((0 if st == 0 else step, sz))
+        step *= 1 if st == 0 else sz
+    src = part.view(0, merge_dims(view[::-1]))
+    if tile.dtype.is_float:
+        # ScalarE: VectorE carries most kernels' arithmetic (reductions, matmul evacuations share it)
+        kb.emit(Activation(func=Act.COPY, inp=src, out=tile))
+    else:
+        kb.copy(src, tile)  # exact for integers
+    kb.release(part)
 
 
 def store(kb: KernelBuilder, queue: int, tile: AP, tensor: int, dtype: DType, offset: int, pstride: int,
@@ -126,6 +159,24 @@ def store(kb: KernelBuilder, queue: int, tile: AP, tensor: int, dtype: DType, of
         kb.dma(queue, tile, dst, transpose=True)
         return
     kb.dma(queue, tile, hbm(tensor, rows, pstride, dims, dtype, offset=offset))
+
+
+def move(kb: KernelBuilder, queue: int, tensor: int, dtype: DType, at: int, rows: int, pstride: int,
+         dims: list[tuple[int, int]], tile: AP, inbound: bool) -> None:
+    """One transfer between HBM (``rows`` x ``dims`` from element ``at``) and ``tile``. When the HBM
+    rows are the tile's partitions, :func:`load`/:func:`store` pick the transfer (a DMA transpose for
+    contiguous rows, one read on chip for stride-0 dims); several partition dims walk the HBM side as its outer free dims, in element order."""
+    if rows == tile.partitions:
+        if inbound:
+            load(kb, queue, tensor, dtype, at, pstride, rows, dims, tile)
+        else:
+            store(kb, queue, tile, tensor, dtype, at, pstride, rows, dims)
+        return
+    pattern = hbm(tensor, rows, pstride, dims, dtype, offset=at)
+    if inbound:
+        kb.dma(queue, pattern, tile)
+    else:
+        kb.dma(queue, tile, pattern)
 
 
 class RowStores:

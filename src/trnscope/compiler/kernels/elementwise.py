@@ -11,15 +11,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
-from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor, hbm
+from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..scalars import ScalarArg
-from ..meta import TensorMeta, broadcast_strides
+from ..meta import broadcast_strides
 from ..tiling import CostModel, plan_map
-from .common import ScratchScope, scratch
-from .common import load as common_load
-from .common import store as common_store
+from .common import ScratchScope, move, scratch
 
 MAX_COLS = 2048
 # what compute returns (the instruction it emitted, or nothing) is not used
@@ -57,8 +55,8 @@ def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_in
             if tile is None:
                 rows, pstride, dims = om.hbm(t.free, skip_broadcast=True)
                 tile = kb.tile(t.rows, (om.loaded(t.free),), meta.dtype)
-                _move(kb, queues[k % len(queues)], ctx.inputs[operands[k]], meta, om.offset, rows, pstride, dims,
-                      tile, load=True)
+                move(kb, queues[k % len(queues)], ctx.inputs[operands[k]], meta.dtype, meta.offset + om.offset, rows,
+                     pstride, dims, tile, inbound=True)
                 if len(tiles) > 1 and keys[key] == len(tiles):
                     invariant[key] = tile
                 else:
@@ -69,30 +67,12 @@ def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_in
             compute(kb, ins, out_tile)
         o = t.operands[0]
         rows, pstride, dims = o.hbm(t.free)
-        _move(kb, q_out, ctx.outputs[out_index], out_meta, o.offset, rows, pstride, dims, out_tile, load=False)
+        move(kb, q_out, ctx.outputs[out_index], out_meta.dtype, out_meta.offset + o.offset, rows, pstride, dims, out_tile,
+             inbound=False)
         # free the previous iteration's tiles now: the next iteration gets other bytes (double buffering)
         kb.release(*held)
         held = fresh + [out_tile] + made
     kb.release(*held, *invariant.values())
-
-
-def _move(kb: KernelBuilder, queue: int, tensor: int, meta: TensorMeta, offset: int, rows: int, pstride: int,
-          dims: list[tuple[int, int]], tile: AP, load: bool) -> None:
-    """One DMA between HBM (``rows`` x ``dims`` from ``offset``) and ``tile``. When the HBM rows are the
-    tile's partitions, common.load/store pick the transfer (a DMA transpose for contiguous rows);
-    several partition dims walk the HBM side as its outer free dims, in element order."""
-    at = meta.offset + offset
-    if rows == tile.partitions:
-        if load:
-            common_load(kb, queue, tensor, meta.dtype, at, pstride, rows, dims, tile)
-        else:
-            common_store(kb, queue, tile, tensor, meta.dtype, at, pstride, rows, dims)
-        return
-    pattern = hbm(tensor, rows, pstride, dims, meta.dtype, offset=at)
-    if load:
-        kb.dma(queue, pattern, tile)
-    else:
-        kb.dma(queue, tile, pattern)
 
 
 # --- scalar helpers --------------------------------------------------------------------------------

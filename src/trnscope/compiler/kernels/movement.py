@@ -25,8 +25,8 @@ from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
 from ..scalars import ScalarArg
-from ..tiling import coalesce, plan_tiles
-from .common import F32, attr, load, queues, row_plan, store
+from ..tiling import CostModel, OperandMap, coalesce, plan_map, plan_tiles
+from .common import F32, attr, load, move, queues, row_plan, store
 
 MAX_COLS = 2048
 DMA_RUN = 4096     # elements per descriptor row of a long contiguous HBM->HBM copy
@@ -57,12 +57,12 @@ def copy_region(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst:
     if prod(shape) == 0:
         return
     cshape, (cs, cd) = coalesce(tuple(shape), [tuple(s_st), tuple(d_st)])
-    if prod(cshape) > 1 and not any(cs):
-        # one value read everywhere (an expanded scalar, e.g. the gradient of a sum): built once on
-        # chip and stored as rows, not one 4-byte descriptor per element through SBUF
-        fill_region(kb, dst_t, dst, d_off, source=(src_t, src))
-        return
     inner_ok = cs[-1] == 1 and cd[-1] == 1 and cshape[-1] * dst.dtype.itemsize >= 512
+    if not inner_ok and 0 in cs and prod(cshape) // (cshape[-1] if cs[-1] == cd[-1] == 1 else 1) > kb.spec.partitions:
+        # an expanded source (the gradient of a sum, a column broadcast along rows) whose HBM->HBM
+        # DMA would take more descriptors than a tile has partitions: read once, broadcast on chip
+        _copy_expanded(kb, src_t, src, tuple(s_st), dst_t, dst, tuple(d_st), d_off, tuple(shape))
+        return
     if _dma_castable(src.dtype, dst.dtype) and (inner_ok or prod(cshape) <= 4096):
         q = queue if queue is not None else kb.queue("qSyncIO0", "input")
         # at LNC=2 each block's rows are cut in one piece per physical core: a single DMA is one
@@ -108,6 +108,60 @@ def copy_region(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst:
         kb.release(*held)
         held = [xt] + ([ot] if ot is not xt else [])
     kb.release(*held)
+
+
+def _copy_expanded(kb: KernelBuilder, src_t: int, src: TensorMeta, s_st: tuple[int, ...], dst_t: int,
+                   dst: TensorMeta, d_st: tuple[int, ...], d_off: int, shape: tuple[int, ...]) -> None:
+    """dst = src read with stride 0 on some dims (an expand): tiles laid out as element-wise kernels
+    lay theirs (tiling.plan_map), each loading only its distinct source data and broadcasting it
+    along the stride-0 free dims in the engine copy that also casts, then stored as the output's
+    rows. A tile every tile reads the same (an expanded scalar: one value everywhere) is built once
+    per tile shape and stored again and again, as a fill is."""
+    # one value everywhere (every source stride 0: the gradient of x.sum()): every tile reads the same
+    # source tile, built once, so the layout is the destination's alone (a fill's)
+    invariant = not any(s_st)
+    cm = CostModel(kb.spec, (dst.dtype.itemsize,) if invariant else (dst.dtype.itemsize, src.dtype.itemsize), inputs=1)
+    tiles = plan_map(shape, [d_st] if invariant else [d_st, s_st], MAX_COLS, cm, max_part_dims=3,
+                     max_free_dims=kb.spec.ap_max_dims - 1)
+    qin = kb.queue("qSyncIO0", "input")
+    # stores alternate two queues, as fill_region's do: a queue runs its transfers in order
+    qout = [kb.queue(f"qSyncIO{i}", "output") for i in (2, 3)]
+    same = invariant or len({(t.operands[1].offset, tuple(st for st, _ in t.operands[1].part), t.operands[1].free)
+                             for t in tiles}) == 1
+    built: dict[tuple, AP] = {}
+    held: list[AP] = []
+    for i, t in enumerate(tiles):
+        o = t.operands[0]
+        s = OperandMap(0, tuple((0, n) for _, n in o.part), (0,) * len(t.free)) if invariant else t.operands[1]
+        key = (tuple(n for _, n in s.part), t.free)
+        ot = built.get(key) if same else None
+        if ot is None:
+            rows, pstride, dims = s.hbm(t.free, skip_broadcast=True)
+            raw = kb.tile(t.rows, (s.loaded(t.free),), src.dtype)
+            move(kb, qin, src_t, src.dtype, src.offset + s.offset, rows, pstride, dims, raw, inbound=True)
+            ot = kb.tile(t.rows, (t.cols,), dst.dtype)
+            view = raw.view(0, s.view(t.free))
+            if src.dtype.is_float and dst.dtype.is_float:
+                kb.emit(Activation(func=Act.COPY, inp=view, out=ot))
+            else:
+                kb.copy(view, ot)
+            kb.release(raw)
+            if same:
+                built[key] = ot
+        rows, pstride, dims = o.hbm(t.free)
+        # at LNC=2 a tile's rows leave in one store per physical core (a single DMA is one core's);
+        # pieces start where a partition range may (hardware.md 2.3: 0, 32, 64, 96)
+        lnc = kb.spec.lnc
+        cut = rows // lnc if rows == t.rows and lnc > 1 and rows % (32 * lnc) == 0 else rows
+        for r0 in range(0, rows, cut):
+            n = min(cut, rows - r0)
+            part = ot if n == rows else ot.rows(r0, n)
+            move(kb, qout[i % 2], dst_t, dst.dtype, d_off + o.offset + r0 * pstride, n, pstride, dims, part,
+                 inbound=False)
+        if not same:
+            kb.release(*held)
+            held = [ot]
+    kb.release(*held, *built.values())
 
 
 def _dma_blocks(shape, s_st, d_st):

@@ -34,6 +34,7 @@ from ...isa import (
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..tiling import coalesce
+from .common import load
 from .elementwise import MAX_COLS, scalar_arg
 
 REDUCE_OPS = {"sum": Alu.ADD, "mean": Alu.ADD, "amax": Alu.MAX, "amin": Alu.MIN, "max": Alu.MAX, "min": Alu.MIN}
@@ -147,7 +148,7 @@ def _reduce_rows(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
                     row = base_x + (r0 + t0 + c) * sx
                     if packable:
                         t = loads.add(kb.tile(parts, (gn * rlen,), x.dtype))
-                        kb.dma(q_in, hbm(ctx.inputs[0], parts, t_rows * sx, [(1, gn * rlen)], x.dtype, offset=row), t)
+                        load(kb, q_in, ctx.inputs[0], x.dtype, row, t_rows * sx, parts, [(1, gn * rlen)], t, transpose=False)
                         kb.emit(TensorReduce(alu=alu, inp=t.view(0, [(rlen, gn), (1, rlen)]), out=res.view(c, [(1, gn)])))
                         continue
                     side, pos = (c % 2, c // 2) if split else (0, c)
@@ -155,7 +156,7 @@ def _reduce_rows(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
                         cols = min(MAX_COLS, rlen - c0)
                         off = row + sum(i * s for i, s in zip(ridx, rx[:-1])) + c0 * rst
                         t = loads.add(kb.tile(parts, (cols,), x.dtype))
-                        kb.dma(q_in, hbm(ctx.inputs[0], parts, t_rows * sx, [(rst, cols)], x.dtype, offset=off), t)
+                        load(kb, q_in, ctx.inputs[0], x.dtype, off, t_rows * sx, parts, [(rst, cols)], t, transpose=False)
                         col = parts_t[side].view(pos * nch + j, [(1, 1)])
                         if side:
                             kb.emit(Activation(func=Act.COPY, inp=t, out=t, accum_out=col))
@@ -291,7 +292,7 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> 
                     span = gg * w * unit
                     t = loads.add(kb.tile(parts, (span,), x.dtype))
                     dims = [(1, span)] if gg > 1 or unit > 1 else [(cst, w)]
-                    kb.dma(q_in, hbm(ctx.inputs[0], parts, gg * rst, dims, x.dtype, offset=roff + r0 * rst), t)
+                    load(kb, q_in, ctx.inputs[0], x.dtype, roff + r0 * rst, gg * rst, parts, dims, t, transpose=False)
                     fold.add(accs, t, parts, span, first)
                     first = False
             total = fold.total(accs, width)
@@ -325,7 +326,8 @@ def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int) -> N
     for j, c0 in enumerate(chunks):
         cols = min(MAX_COLS, per - c0)
         t = loads.add(kb.tile(P, (cols,), x.dtype))
-        kb.dma(q_in, hbm(ctx.inputs[0], P, per * stride, [(stride, cols)], x.dtype, offset=x.offset + c0 * stride), t)
+        load(kb, q_in, ctx.inputs[0], x.dtype, x.offset + c0 * stride, per * stride, P, [(stride, cols)], t,
+             transpose=False)
         kb.emit(TensorReduce(alu=alu, inp=t, out=acc.view(j, [(1, 1)])))
     rows = kb.tile(P, (1,), F32)
     kb.emit(TensorReduce(alu=alu, inp=acc, out=rows))
@@ -333,7 +335,7 @@ def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int) -> N
     kb.emit(PartitionReduce(alu=alu, inp=rows, out=total))
     if tail:
         t = loads.add(kb.tile(1, (tail,), x.dtype))
-        kb.dma(q_in, hbm(ctx.inputs[0], 1, 0, [(stride, tail)], x.dtype, offset=x.offset + per * P * stride), t)
+        load(kb, q_in, ctx.inputs[0], x.dtype, x.offset + per * P * stride, 0, 1, [(stride, tail)], t, transpose=False)
         part = kb.tile(1, (1,), F32)
         kb.emit(TensorReduce(alu=alu, inp=t, out=part))
         kb.emit(TensorTensor(alu=alu, in0=total, in1=part, out=total))

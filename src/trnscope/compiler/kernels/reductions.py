@@ -127,7 +127,7 @@ def _reduce_long(ctx, plan, folds, outs, qin, qout) -> None:
     for j, c0 in enumerate(range(0, per, PIECE)):
         w = min(PIECE, per - c0)
         xt = kb.tile(P, (w,), x.dtype)
-        kb.dma(qin[j % 2], hbm(ctx.inputs[0], P, per * s, [(s, w)], x.dtype, offset=base + c0 * s), xt)
+        load(kb, qin[j % 2], ctx.inputs[0], x.dtype, base + c0 * s, per * s, P, [(s, w)], xt, transpose=False)
         with ScratchScope() as made:
             for f, acc in zip(folds, accs):
                 _reduce_piece(kb, f, xt, acc, j == 0)
@@ -141,7 +141,7 @@ def _reduce_long(ctx, plan, folds, outs, qin, qout) -> None:
         totals.append(total)
     if tail:
         xt = kb.tile(1, (tail,), x.dtype)
-        kb.dma(qin[0], hbm(ctx.inputs[0], 1, 0, [(s, tail)], x.dtype, offset=base + per * P * s), xt)
+        load(kb, qin[0], ctx.inputs[0], x.dtype, base + per * P * s, 0, 1, [(s, tail)], xt, transpose=False)
         made = []
         with ScratchScope() as made:
             for f, total in zip(folds, totals):
