@@ -9,7 +9,8 @@ broadcasts), so a kernel loads and stores non-contiguous and broadcast operands 
 Loading a tile picks the transfer that moves long contiguous runs (hardware.md 3.4: descriptors
 under 2 KiB are overhead-bound): a direct DMA when the free axis is contiguous in HBM, a DMA
 transpose when instead the *rows* are contiguous (softmax over a non-last dim), otherwise a
-strided DMA (correct, slow, as on the device).
+strided DMA (correct, slow, as on the device). An expanded operand (a free dim of stride 0) is read
+once and broadcast on chip (docs/cost-model.md, "Expanded operands of other kernels").
 """
 
 from __future__ import annotations

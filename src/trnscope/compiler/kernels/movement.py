@@ -4,8 +4,9 @@ embedding's backward.
 Moving bytes is the DMA engines' job, so these kernels keep the compute engines out of it where
 the hardware allows: a same-dtype (or float-to-float, int-to-int) copy is one HBM->HBM DMA per
 region, cast by the DMA engine; cat writes each input into its slice of the output the same way;
-fills DMA one memset tile to every block of the output (and so does a copy of an expanded scalar);
-a source with no contiguous dim read with a small step is loaded as whole row spans and picked on
+fills DMA one memset tile to every block of the output; an expanded (stride-0) source is read once
+per tile and broadcast on chip (once in all for an expanded scalar, then stored as a fill is); a
+source with no contiguous dim read with a small step is loaded as whole row spans and picked on
 chip (docs/cost-model.md, "Copies of views"). Row lookups (embedding, index_select) use
 the DMA generation engine's indirect DMA (DmaGather, one table row per partition);
 embedding_dense_backward scatter-adds gradient rows into the zeroed weight gradient (DmaScatter
