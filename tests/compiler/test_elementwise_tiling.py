@@ -15,7 +15,8 @@ import torch
 from trnscope.compiler import tiling
 from trnscope.compiler.lowering import clear_cache
 from trnscope.compiler.kernels import elementwise
-from trnscope.isa import Activation, TensorScalar, TensorTensor
+from trnscope.compiler.meta import TensorMeta, broadcast_strides
+from trnscope.isa import Activation, DType, TensorScalar, TensorTensor
 from trnscope.sim import simulate
 
 from .helpers import DTYPES, aten, check, meta, program_for, randn
@@ -197,8 +198,8 @@ def test_estimate_tracks_the_simulator(a, b):
     spec = get_spec()
     x, y = meta(*a, dtype=torch.float32), meta(*b, dtype=torch.float32)
     out = torch.empty(torch.broadcast_shapes(x.shape, y.shape))
-    strides = [out.stride(), *(elementwise.broadcast_strides(elementwise.TensorMeta(tuple(t.shape), t.stride(),
-               elementwise.DType.float32, 0), tuple(out.shape)) for t in (x, y))]
+    strides = [out.stride(), *(broadcast_strides(TensorMeta(tuple(t.shape), t.stride(), DType.float32, 0),
+                                                 tuple(out.shape)) for t in (x, y))]
     cm = tiling.CostModel(spec, (4, 4, 4), inputs=2)
     shape_c, strides_c = tiling.coalesce(tuple(out.shape), strides)
     dims = [(n, tuple(s[d] for s in strides_c)) for d, n in enumerate(shape_c)]
