@@ -370,9 +370,11 @@ WHY = {
                                "long to hold between the statistics and the normalisation, so x is read twice "
                                "(1.5x the bound's bytes), and the weight multiply and bias add run on VectorE at "
                                "FP32's 2 cycles per element",
-    "aten::native_layer_norm": "compute-bound on VectorE: bn_stats plus the weight multiply and the bias add "
-                               "at FP32's 2 cycles per element (about 7 us of VectorE per 128-row tile, against "
-                               "6.4 us of DMA)",
+    "aten::native_layer_norm": "DMA-bound on trn1: the affine step reads the normalised rows from PSUM "
+                               "(kernels/layernorm.py), so VectorE's bn_stats, weight multiply and bias add "
+                               "take N cycles each (about 2.9 us a 128-row tile) under the tile's 1 MiB in "
+                               "and 1 MiB out at one core's 272 GB/s (7.7 us, 1.51x the bound before any "
+                               "latency); the first load and the last store do not overlap anything",
     "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
                            "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
                            "neither hides the other",
