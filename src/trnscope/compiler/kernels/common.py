@@ -158,7 +158,7 @@ class RowStores:
         if st is None and fits:
             st = self.state[tensor] = [offset, 0, None, dtype]
         if st is None or not fits or offset != st[0] + st[1] * parts:
-            if res.dtype != dtype:
+            if via_f32 and res.dtype != dtype:   # integer positions: widened on chip (a DMA does not cast)
                 wide = kb.tile(rows, (1,), dtype)
                 kb.copy(res, wide, on=Engine.GPSIMD)
                 store(kb, self.q, wide, tensor, dtype, offset, pstride, rows, [(1, 1)])

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from math import prod
 
 from ...isa import (
-    AP, Act, Activation, Alu, BnAggr, BnStats, DType, LoadStationary, Memset, MultiplyMoving, TensorScalar,
+    AP, Act, Activation, Alu, BnAggr, BnStats, DType, Engine, LoadStationary, Memset, MultiplyMoving, TensorScalar,
     TensorTensor, TensorTranspose, hbm,
 )
 from ..builder import KernelBuilder
@@ -150,10 +150,16 @@ def _layer_norm(ctx: LoweringContext) -> None:
         store(kb, qout, yt, ctx.outputs[0], y.dtype, t.offsets[1], t.pstrides[1], n, plan.dims(1))
         # per-row statistics gathered into rows (RowStores, ScalarE's copies): stored one per row, their
         # 2 x 128 one-element descriptors a tile would outlast the tile's 1 MiB of rows on the queue
-        stats.store(mv.view(0, [(1, 1)]), ctx.outputs[1], mean_o.dtype, t.offsets[2], t.pstrides[2], n)
-        stats.store(rstd, ctx.outputs[2], rstd_o.dtype, t.offsets[3], t.pstrides[3], n)
+        cast = []
+        for res, slot, meta, k in ((mv.view(0, [(1, 1)]), 1, mean_o, 2), (rstd, 2, rstd_o, 3)):
+            if meta.dtype != F32:   # a DMA does not cast: the statistic in the output's dtype first
+                c = kb.tile(n, (1,), meta.dtype)
+                kb.copy(res, c, on=Engine.GPSIMD)
+                cast.append(c)
+                res = c
+            stats.store(res, ctx.outputs[slot], meta.dtype, t.offsets[k], t.pstrides[k], n)
         # a tile's buffers are freed `depth` tiles later, so that many loads run ahead of the compute
-        gens.append([xt, mv, rstd, nmr, yt])
+        gens.append([xt, mv, rstd, nmr, yt, *cast])
         if tmp is not None:
             if double_tmp:
                 gens[-1].append(tmp)
