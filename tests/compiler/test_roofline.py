@@ -26,7 +26,10 @@ SAMPLE = ["aten::add.Tensor", "aten::exp", "aten::gelu", "aten::sum.dim_IntList"
           # issue 12's third pass: one indirect DMA for all of nll_loss's picks, floor division by a Scalar
           # operand, attention's log-sum-exp collected per batch and stored in long runs
           "aten::nll_loss_forward", "aten::div.Scalar_mode", "aten::_scaled_dot_product_flash_attention_for_cpu",
-          "aten::_scaled_dot_product_fused_attention_overrideable"]
+          "aten::_scaled_dot_product_fused_attention_overrideable",
+          # max8 / nc_find_index8 for the first extreme (argmin through ScalarE's negation), layer norm's
+          # affine step reading PSUM, adaptive pooling's one reduce per dim
+          "aten::min.dim", "aten::_adaptive_avg_pool2d"]
 
 
 def _baseline() -> dict:

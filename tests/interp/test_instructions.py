@@ -9,7 +9,8 @@ import torch
 from trnscope import interp
 from trnscope.hw import get_spec
 from trnscope.isa import (
-    AP, Act, Activation, AffineSelect, Alu, BnAggr, BnStats, DType, Dma, Iota, LoadStationary, Memset,
+    AP, Act, Activation, AffineSelect, Alu, BnAggr, BnStats, DType, Dma, FindIndex8, Iota, LoadStationary, Max8,
+    Memset,
     MultiplyMoving, PartitionReduce, Program, ProgramError, Select, SemaphoreSet, SemaphoreWait, Space, TensorCopy,
     TensorReduce, TensorScan, TensorTensor, hbm, psum, sbuf, validate,
 )
@@ -34,6 +35,44 @@ def test_every_instruction_class_has_semantics():
 
 
 # --- VectorE -------------------------------------------------------------------------------------------------
+
+def test_max8_and_find_index8_give_the_largest_and_their_first_positions():
+    """nki.isa.max8 / nc_find_index8: the 8 largest per partition, largest first, and the position of
+    each one's first occurrence (ties keep the earliest; a NaN is the largest and finds the first NaN;
+    a value not in the data gives the all-ones sentinel)."""
+    C = 40
+    x = rand((PP, C), seed=7, lo=-5, hi=5)
+    x[:, 30] = x[:, 3] = x.max(1) + 1.0       # a tie for the largest: position 3 wins
+    x[5, 20] = x[5, 9] = np.float32("nan")     # partition 5: NaN first, found at 9
+    k = P.Kernel("m8")
+    xi = k.tensor("x", (PP, C), "float32")
+    xt = k.sbuf(PP, [C], "float32")
+    m8 = k.sbuf(PP, [8], "float32")
+    i8 = k.sbuf(PP, [8], "int32")
+    t = k.load(xt, P.rows_ap(xi, 0, PP, C, "float32"))
+    t = k.add(Max8(inp=xt, out=m8), t)
+    t = k.add(Memset(out=P.sub(m8, offset_elems=7, dims=((1, 1),)), value=1e30), t)   # absent from the data
+    t = k.add(FindIndex8(data=xt, vals=m8, out=i8), t)
+    one_output(k, m8, (PP, 8), "float32", t, name="m8")
+    one_output(k, i8, (PP, 8), "int32", t, name="i8")
+    res = interp.run(k.prog, [x])
+    ref = -np.sort(-np.where(np.isnan(x), np.inf, x), axis=1)[:, :8]
+    got = res["m8"]
+    rest = np.arange(PP) != 5
+    np.testing.assert_array_equal(got[rest, :7], ref[rest, :7])
+    assert np.isnan(got[5, :2]).all() and got[5, 2] == ref[5, 2]
+    assert (res["i8"][:, 0] == np.where(np.arange(PP) == 5, 9, 3)).all()
+    assert (res["i8"][rest, 1] == 3).all()   # the tie's second copy is the same value: its first position again
+    assert (res["i8"][:, 7] == -1).all()
+
+
+def test_max8_takes_8_to_16384_elements():
+    k = P.Kernel("m8bad")
+    xt = k.sbuf(PP, [4], "float32")
+    m8 = k.sbuf(PP, [8], "float32")
+    with pytest.raises(ProgramError, match="max8 reads 8 to 16384"):
+        Max8(inp=xt, out=m8).check(get_spec(), None)
+
 
 @pytest.mark.parametrize("alu,ref", [
     (Alu.ADD, lambda x: np.cumsum(x, -1)),

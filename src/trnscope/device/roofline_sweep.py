@@ -329,9 +329,11 @@ _SLICES = ("HBM-bound: self is copied to the output (HBM -> HBM) before the indi
            "slices, because which rows the index overwrites is known only at run time: 1.33x (index_copy), "
            "1.5x (index_fill) and 1.67x (index_add, whose accumulate reads each row it adds to) the bound's "
            "bytes, at one core's DMA rate on trn1 (272 of 410 GB/s)")
-_ARG = ("compute-bound on VectorE: finding the first extreme is about six FP32 passes per element (reduce, "
-        "compare, NaN mark, position select, min-reduce; GpSimdE's iota beside them) against DMA's one; the "
-        "reduction over all elements is spread over the 128 partitions")
+_ARG = ("VectorE's max8 and nc_find_index8 (kernels/indexreduce.py) are two N-cycle passes per element: "
+        "14.6 us for 1M FP32 elements on 128 partitions at 1.12 GHz, about DMA's 15.4 us at one core's 272 GB/s "
+        "on trn1, so they overlap piece by piece but the last piece's scan, the merge of the partitions' (or "
+        "pieces') extremes and the result's store still follow the last load; an argmin also negates each "
+        "piece on ScalarE first")
 WHY = {
     "aten::scatter": _SCATTER, "aten::scatter_add": _SCATTER, "aten::scatter_reduce": _SCATTER,
     "aten::index_add": _SLICES, "aten::index_copy": _SLICES, "aten::index_fill": _SLICES,
@@ -361,13 +363,18 @@ WHY = {
                 "sums): the products take about as long as the transfers at one core's DMA rate on trn1 (272 of "
                 "410 GB/s), so the two do not hide each other; within 2x on trn2",
     "aten::addmv": "as mv, plus the bias vector",
+    "aten::trace": "its 1024 diagonal elements lie 4100 bytes apart, so their load is 1024 descriptors of one "
+                   "element, each priced at S6's 2 KiB knee (1024 x 2400 B / (16 x 17 B/ns) = 9 us on trn1) "
+                   "against 4 KiB of bytes; reading whole rows instead would move 4 MiB (15 us)",
     "aten::native_group_norm": "a (sample, group) row of 32768 elements (64 channels of 64x64 in 8 groups) is too "
                                "long to hold between the statistics and the normalisation, so x is read twice "
                                "(1.5x the bound's bytes), and the weight multiply and bias add run on VectorE at "
                                "FP32's 2 cycles per element",
-    "aten::native_layer_norm": "compute-bound on VectorE: bn_stats plus the weight multiply and the bias add "
-                               "at FP32's 2 cycles per element (about 7 us of VectorE per 128-row tile, against "
-                               "6.4 us of DMA)",
+    "aten::native_layer_norm": "DMA-bound on trn1: the affine step reads the normalised rows from PSUM "
+                               "(kernels/layernorm.py), so VectorE's bn_stats, weight multiply and bias add "
+                               "take N cycles each (about 2.9 us a 128-row tile) under the tile's 1 MiB in "
+                               "and 1 MiB out at one core's 272 GB/s (7.7 us, 1.51x the bound before any "
+                               "latency); the first load and the last store do not overlap anything",
     "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
                            "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
                            "neither hides the other",

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 import numpy as np
 
 from ..isa import (
-    AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, Gather, Instruction, Iota,
-    LoadStationary, Memset, MultiplyMoving, PartitionReduce, ProgramError, Random, ScalarTensorTensor, Select, SemaphoreSet,
+    AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, FindIndex8, Gather, Instruction, Iota,
+    LoadStationary, Max8, Memset, MultiplyMoving, PartitionReduce, ProgramError, Random, ScalarTensorTensor, Select, SemaphoreSet,
     SemaphoreWait, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
 )
 from . import numerics as nm
@@ -154,6 +154,22 @@ def _tensor_tensor_scan(m: Interpreter, ins: TensorScan) -> None:
         prev = nm.to_f32(nm.binary(ins.alu, x1[:, i], a) if ins.reverse1 else nm.binary(ins.alu, a, x1[:, i]))
         out[:, i] = prev
     m.write(ins.out, out)
+
+
+@semantics(Max8)
+def max8(m: Interpreter, ins: Max8) -> None:
+    x = nm.to_f32(m.read(ins.inp)).reshape(ins.inp.partitions, -1)
+    # ascending with NaNs last, reversed: NaNs first, then the largest numbers
+    m.write(ins.out, np.sort(x, axis=1)[:, ::-1][:, :8])
+
+
+@semantics(FindIndex8)
+def find_index8(m: Interpreter, ins: FindIndex8) -> None:
+    x = nm.to_f32(m.read(ins.data)).reshape(ins.data.partitions, -1)
+    v = nm.to_f32(m.read(ins.vals)).reshape(ins.vals.partitions, 8)
+    hit = (x[:, None, :] == v[:, :, None]) | (np.isnan(x)[:, None, :] & np.isnan(v)[:, :, None])
+    first = np.argmax(hit, axis=2)
+    m.write(ins.out, np.where(hit.any(axis=2), first, -1).astype(np.int64))
 
 
 @semantics(BnStats)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Sequence
 
-from ...isa import AP, Act, Activation, DType, TensorTranspose, hbm
+from ...isa import AP, Act, Activation, DType, Engine, TensorTranspose, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
@@ -198,19 +198,32 @@ class RowStores:
         self.group = max(1, min(kb.spec.partitions, tiles // 2))
         self.state: dict[int, list] = {}   # output tensor -> [base offset, tiles collected, buffer, dtype]
 
-    def store(self, res: AP, tensor: int, dtype: DType, offset: int, pstride: int, rows: int) -> None:
+    def store(self, res: AP, tensor: int, dtype: DType, offset: int, pstride: int, rows: int,
+              small_ints: bool = False) -> None:
+        """``small_ints``: ``res`` holds integers below 2^24 (positions), so 8-byte integer results
+        travel through the FP32 transposes exactly and are widened on the way out."""
         kb, parts = self.kb, self.kb.spec.partitions
         st = self.state.get(tensor)
-        fits = rows == parts and pstride == 1 and res.dtype == dtype and dtype.itemsize <= 4 and self.group > 1
+        via_f32 = small_ints and not dtype.is_float and dtype.itemsize == 8
+        fits = rows == parts and pstride == 1 and (res.dtype == dtype or via_f32) and \
+            (dtype.itemsize <= 4 or via_f32) and self.group > 1
         if st is None and fits:
             st = self.state[tensor] = [offset, 0, None, dtype]
         if st is None or not fits or offset != st[0] + st[1] * parts:
-            store(kb, self.q, res, tensor, dtype, offset, pstride, rows, [(1, 1)])
+            if via_f32 and res.dtype != dtype:   # integer positions: widened on chip (a DMA does not cast)
+                wide = kb.tile(rows, (1,), dtype)
+                kb.copy(res, wide, on=Engine.GPSIMD)
+                store(kb, self.q, wide, tensor, dtype, offset, pstride, rows, [(1, 1)])
+                kb.release(wide)
+            else:
+                store(kb, self.q, res, tensor, dtype, offset, pstride, rows, [(1, 1)])
             return
         col = st[1] % self.group
         if col == 0:
-            st[2] = kb.tile(parts, (self.group,), dtype)
-        if self.scalar_copies and dtype.is_float:
+            st[2] = kb.tile(parts, (self.group,), F32 if via_f32 else dtype)
+        if via_f32:
+            kb.copy(res, st[2].view(col, [(1, 1)]), on=Engine.GPSIMD)
+        elif self.scalar_copies and dtype.is_float:
             kb.emit(Activation(func=Act.COPY, inp=res, out=st[2].view(col, [(1, 1)])))
         else:
             kb.copy(res, st[2].view(col, [(1, 1)]))
@@ -223,10 +236,10 @@ class RowStores:
         base, n, buf, dtype = self.state[tensor]
         cols = n % self.group or self.group
         first = n - cols
-        ps = kb.psum_tile(cols, (parts,), dtype)
+        ps = kb.psum_tile(cols, (parts,), buf.dtype)
         kb.emit(TensorTranspose(src=buf.view(0, [(1, cols)]), dst=ps))
         rows_t = kb.tile(cols, (parts,), dtype)
-        if self.scalar_copies and dtype.is_float:
+        if (self.scalar_copies and dtype.is_float) or buf.dtype != dtype:   # ScalarE widens as it copies
             kb.emit(Activation(func=Act.COPY, inp=ps, out=rows_t))
         else:
             kb.copy(ps, rows_t)

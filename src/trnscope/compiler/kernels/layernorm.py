@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from math import prod
 
 from ...isa import (
-    AP, Act, Activation, Alu, BnAggr, BnStats, DType, LoadStationary, Memset, MultiplyMoving, TensorScalar,
+    AP, Act, Activation, Alu, BnAggr, BnStats, DType, Engine, LoadStationary, Memset, MultiplyMoving, TensorScalar,
     TensorTensor, TensorTranspose, hbm,
 )
 from ..builder import KernelBuilder
@@ -29,6 +29,12 @@ from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
 from .common import F32, RowPlan, RowStores, RowTile, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, \
     row_plan, store
+
+
+# one PSUM bank: 2 KiB per partition (hardware.md 3.2, S10)
+PSUM_BANK_BYTES = 2048
+# PSUM banks the layer norm's affine step keeps in flight: two row tiles of 1024 FP32, half of the 8
+PSUM_RING = 4
 
 
 def _bn_moments(kb: KernelBuilder, xt: AP, rows: int, cols: int) -> AP:
@@ -90,7 +96,13 @@ def _layer_norm(ctx: LoweringContext) -> None:
         raise NotImplementedError(f"native_layer_norm: rows of {h} elements do not fit SBUF in one tile")
     double_tmp = 2 * (io + h * adt.itemsize) < room
     double_io = 2 * io + h * adt.itemsize < room
-    held: list[AP] = []
+    # FP32 affine rows go through PSUM a bank (512 FP32) at a time, PSUM_RING banks in flight
+    in_psum = adt == F32
+    bank = PSUM_BANK_BYTES // 4
+    ring: list[AP] = []
+    stats = RowStores(kb, qout, len(plan.tiles), scalar_copies=True)
+    depth = 1 if double_io else 0   # deeper makes the stores share the DMA engines with more loads: slower
+    gens: list[list[AP]] = []
     for t in plan.tiles:
         n = t.rows
         xt = kb.tile(n, (h,), x.dtype)
@@ -106,6 +118,24 @@ def _layer_norm(ctx: LoweringContext) -> None:
         if w_t is None and b_t is None:
             kb.emit(Activation(func=Act.COPY, inp=xt, out=yt, scale=rstd, bias=nmr))
             tmp = None
+        elif in_psum:
+            # ScalarE writes the normalised rows into PSUM a bank at a time: each of VectorE's affine
+            # steps then reads one PSUM and one SBUF input, N cycles instead of FP32's 2N (S9), the
+            # weight product staying in PSUM for the bias add
+            tmp = None
+            for c0 in range(0, h, bank):
+                cw = min(bank, h - c0)
+                pt = kb.psum_tile(n, (cw,), F32)
+                kb.emit(Activation(func=Act.COPY, inp=xt.view(c0, [(1, cw)]), out=pt, scale=rstd, bias=nmr))
+                yc = yt.view(c0, [(1, cw)])
+                if w_t is not None:
+                    kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=pt, in1=w_t.rows(0, n).view(c0, [(1, cw)]),
+                                         out=pt if b_t is not None else yc))
+                if b_t is not None:
+                    kb.emit(TensorTensor(alu=Alu.ADD, in0=pt, in1=b_t.rows(0, n).view(c0, [(1, cw)]), out=yc))
+                ring.append(pt)
+                if len(ring) > PSUM_RING:
+                    kb.release(ring.pop(0))
         else:
             tmp = kb.tile(n, (h,), adt)
             kb.emit(Activation(func=Act.COPY, inp=xt, out=tmp, scale=rstd, bias=nmr))
@@ -118,25 +148,27 @@ def _layer_norm(ctx: LoweringContext) -> None:
                 assert b_t is not None  # w_t and b_t both None is the branch above
                 kb.emit(TensorTensor(alu=Alu.ADD, in0=tmp, in1=b_t.rows(0, n), out=yt))
         store(kb, qout, yt, ctx.outputs[0], y.dtype, t.offsets[1], t.pstrides[1], n, plan.dims(1))
-        mo = kb.tile(n, (1,), mean_o.dtype)
-        ro = kb.tile(n, (1,), rstd_o.dtype)
-        kb.copy(mv.view(0, [(1, 1)]), mo)
-        kb.copy(rstd, ro)
-        # per-row statistics stored directly: this kernel is VectorE-bound, and gathering them into rows
-        # (RowStores) would add VectorE/ScalarE copies to save DMA time it does not need
-        store(kb, qout, mo, ctx.outputs[1], mean_o.dtype, t.offsets[2], t.pstrides[2], n, [(1, 1)])
-        store(kb, qout, ro, ctx.outputs[2], rstd_o.dtype, t.offsets[3], t.pstrides[3], n, [(1, 1)])
-        kb.release(*held)
-        held = [xt, mv, rstd, nmr, yt, mo, ro]
-        if not double_io:   # very wide rows: nothing double-buffered
-            kb.release(*held)
-            held = []
+        # per-row statistics gathered into rows (RowStores, ScalarE's copies): stored one per row, their
+        # 2 x 128 one-element descriptors a tile would outlast the tile's 1 MiB of rows on the queue
+        cast = []
+        for res, slot, meta, k in ((mv.view(0, [(1, 1)]), 1, mean_o, 2), (rstd, 2, rstd_o, 3)):
+            if meta.dtype != F32:   # a DMA does not cast: the statistic in the output's dtype first
+                c = kb.tile(n, (1,), meta.dtype)
+                kb.copy(res, c, on=Engine.GPSIMD)
+                cast.append(c)
+                res = c
+            stats.store(res, ctx.outputs[slot], meta.dtype, t.offsets[k], t.pstrides[k], n)
+        # a tile's buffers are freed `depth` tiles later, so that many loads run ahead of the compute
+        gens.append([xt, mv, rstd, nmr, yt, *cast])
         if tmp is not None:
             if double_tmp:
-                held.append(tmp)
+                gens[-1].append(tmp)
             else:
                 kb.release(tmp)   # wide rows: only the loads and stores are double-buffered
-    kb.release(*held, *[t for t in (w_t, b_t) if t is not None])
+        while len(gens) > depth:
+            kb.release(*gens.pop(0))
+    stats.finish()
+    kb.release(*[a for g in gens for a in g], *ring, *[t for t in (w_t, b_t) if t is not None])
 
 
 @dataclass

@@ -351,12 +351,23 @@ def _adaptive_avg(ctx: LoweringContext, nsp: int) -> None:
         kb.dma(qin[0], hbm(ctx.inputs[0], rows, t.pstrides[0], list(zip(x.stride[-nsp:], ins_)), x.dtype,
                            offset=t.offsets[0]), _views(cur, 0, _dense(ins_), ins_))
         shape = list(ins_)
+        scale = 1.0
         for d in reversed(range(nsp)):       # innermost dim first
             nshape = shape[:d] + [outs_[d]] + shape[d + 1:]
             nxt = kb.tile(rows, (prod(nshape),), F32)
             made.append(nxt)
             cst, nst = _dense(shape), _dense(nshape)
             others = [e for e in range(nsp) if e != d]
+            if shape[d] % outs_[d] == 0:
+                # equal windows side by side: one tensor_reduce over [others..., outputs, window] for the
+                # whole dim (N cycles, one instruction's overhead), the 1/length folded into the last copy
+                L = shape[d] // outs_[d]
+                src = cur.view(0, [(cst[e], shape[e]) for e in others] + [(L * cst[d], outs_[d]), (cst[d], L)])
+                dst = nxt.view(0, [(nst[e], nshape[e]) for e in others] + [(nst[d], outs_[d])])
+                kb.emit(TensorReduce(alu=Alu.ADD, inp=src, out=dst))
+                scale /= L
+                cur, shape = nxt, nshape
+                continue
             for o in range(outs_[d]):
                 a = (o * shape[d]) // outs_[d]
                 b = -(-((o + 1) * shape[d]) // outs_[d])
@@ -367,7 +378,7 @@ def _adaptive_avg(ctx: LoweringContext, nsp: int) -> None:
             cur, shape = nxt, nshape
         ot = kb.tile(rows, (prod(outs_),), out.dtype)
         made.append(ot)
-        kb.copy(cur, ot)
+        kb.emit(Activation(func=Act.COPY, inp=cur, out=ot, scale=scale))   # ScalarE, beside VectorE's sums
         kb.dma(qout, _views(ot, 0, _dense(outs_), outs_),
                hbm(ctx.outputs[0], rows, t.pstrides[1], list(zip(out.stride[-nsp:], outs_)), out.dtype,
                    offset=t.offsets[1]))

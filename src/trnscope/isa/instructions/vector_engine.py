@@ -15,7 +15,10 @@ from .base import (
 if TYPE_CHECKING:
     from ...hw import HardwareSpec
 
-__all__ = ["BnAggr", "BnStats", "Memset", "ScalarTensorTensor", "Select", "TensorCopy", "TensorReduce",
+# max8 / nc_find_index8 take 8 to 16,384 elements per partition (S9)
+MAX8_FMAX = 16384
+
+__all__ = ["BnAggr", "BnStats", "FindIndex8", "Max8", "Memset", "ScalarTensorTensor", "Select", "TensorCopy", "TensorReduce",
     "TensorScalar", "TensorScan", "TensorTensor"]
 
 
@@ -211,6 +214,56 @@ class BnAggr(Instruction):
 
     def formula(self, spec: HardwareSpec, s: Streamed) -> tuple[float, float]:
         return max(spec.min_ii_cycles, 13 * s.n / 3), 1.0
+
+
+@instruction
+class Max8(Instruction):
+    """The 8 largest values of each partition of inp [P, 8..16384], largest first (nki.isa.max8).
+
+    A NaN counts as larger than every number (its place is undocumented; this is PyTorch's order,
+    docs/cost-model.md, Numerics)."""
+    ENGINE: ClassVar[Engine] = Engine.VECTOR
+    OPCODE: ClassVar[str] = "MAX8"
+    READS: ClassVar[tuple[str, ...]] = ('inp',)
+    WRITES: ClassVar[tuple[str, ...]] = ('out',)
+    inp: AP
+    out: AP
+
+    def check(self, spec: HardwareSpec, stationary: AP | None) -> None:
+        if not 8 <= self.inp.free_size <= MAX8_FMAX or self.out.free_size != 8 \
+                or self.out.partitions != self.inp.partitions:
+            raise ProgramError(f"max8 reads 8 to {MAX8_FMAX} elements per partition and writes 8, "
+                               f"not {self.inp.shape} -> {self.out.shape}")
+
+    def formula(self, spec: HardwareSpec, s: Streamed) -> tuple[float, float]:
+        return max(spec.min_ii_cycles, s.n), 1.0   # S9: N
+
+
+@instruction
+class FindIndex8(Instruction):
+    """out [P, 8] = the position of the first element of data [P, 8..16384] equal to each of vals
+    [P, 8] (nki.isa.nc_find_index8); a NaN value finds the first NaN, an absent one gives the
+    all-ones sentinel (-1 in an int32 tile, 0xFFFFFFFF as the NKI's uint32)."""
+    ENGINE: ClassVar[Engine] = Engine.VECTOR
+    OPCODE: ClassVar[str] = "FIND_INDEX8"
+    READS: ClassVar[tuple[str, ...]] = ('data', 'vals')
+    WRITES: ClassVar[tuple[str, ...]] = ('out',)
+    data: AP
+    vals: AP
+    out: AP
+
+    def check(self, spec: HardwareSpec, stationary: AP | None) -> None:
+        p = self.data.partitions
+        if not 8 <= self.data.free_size <= MAX8_FMAX or self.vals.free_size != 8 or self.out.free_size != 8 \
+                or self.vals.partitions != p or self.out.partitions != p:
+            raise ProgramError(f"find_index8 reads 8 to {MAX8_FMAX} data elements and 8 values per partition "
+                               f"and writes 8 positions, not {self.data.shape}, {self.vals.shape} -> {self.out.shape}")
+        if self.out.dtype.is_float:
+            raise ProgramError("find_index8 writes positions into an integer tile (int32)")
+
+    def formula(self, spec: HardwareSpec, s: Streamed) -> tuple[float, float]:
+        # S9: N, N the data's elements per partition (the 8 values load first)
+        return max(spec.min_ii_cycles, self.data.free_size), 1.0
 
 
 @instruction
