@@ -435,26 +435,28 @@ lowering("aten::fmin", scalars=NARY_SCALARS)(_nan_ignoring(Alu.MIN))
 
 
 def _logaddexp(base2: bool):
-    # max(a, b) + log1p(exp(-|a - b|)); equal infinities give themselves (the formula would give NaN)
+    """max(a, b) + log1p(exp(-|a - b|)) (base 2: log1p(exp2(-|a - b|)) / ln 2). a - b is NaN exactly
+    when an operand is NaN or a and b are the same infinity; there max(a, b) is the answer (VectorE's
+    max propagates NaN, and is a itself for equal infinities, where the formula would give NaN), so
+    one select on isnan(a - b) covers ATen's special cases: the predicate and the exp/log1p chain
+    run on ScalarE, VectorE keeps the max, the difference, the sum and the select."""
     def lower_lae(ctx: LoweringContext) -> None:
         def compute(kb, t, out):
             a, b = t
-            m, d, same = temp(kb, out), temp(kb, out), temp(kb, out)
+            m, d, nan = temp(kb, out), temp(kb, out), temp(kb, out)
             _tt(kb, Alu.MAX, a, b, m)
             _tt(kb, Alu.SUBTRACT, a, b, d)
+            _act(kb, Act.IS_NAN, d, nan)
             _act(kb, Act.ABS, d, d)
             if base2:
                 _act(kb, Act.EXP2, d, d, scale=-1.0)
                 _act(kb, Act.LOG1P, d, d)
-                _ts(kb, d, d, Alu.DIVIDE, _LN2)
+                _act(kb, Act.COPY, d, d, scale=1.0 / _LN2)
             else:
                 _act(kb, Act.EXP, d, d, scale=-1.0)
                 _act(kb, Act.LOG1P, d, d)
             _tt(kb, Alu.ADD, m, d, d)
-            _act(kb, Act.IS_INF, a, m)
-            _tt(kb, Alu.IS_EQUAL, a, b, same)
-            _tt(kb, Alu.LOGICAL_AND, m, same, same)
-            _sel(kb, same, a, d, out)
+            _sel(kb, nan, m, d, out)
 
         _nary(ctx, ("self", "other"), compute)
     return lower_lae
@@ -465,22 +467,24 @@ lowering("aten::logaddexp2", scalars=NARY_SCALARS)(_logaddexp(True))
 
 
 def _xlog(func: Act):
-    """x * log(y) (xlogy) or x * log1p(y) (xlog1py): 0 where x == 0, NaN where y is NaN."""
-    def lower_xlog(ctx: LoweringContext) -> None:
-        zero = ScalarArg(ctx.kb, 0.0)
+    """x * log(y) (xlogy) or x * log1p(y) (xlog1py): 0 where x == 0, NaN where y is NaN.
 
+    Where x == 0 the answer is 0 * tanh(y) + 0: +0 for every y but NaN, which tanh keeps (and
+    maps +-inf to +-1); a y outside the log's domain is no NaN there, as in ATen. The predicate
+    (logical_not x), the log, the tanh and that product run on ScalarE; VectorE multiplies and
+    selects."""
+    def lower_xlog(ctx: LoweringContext) -> None:
         def compute(kb, t, out):
             x, y = t
-            r, p = temp(kb, out), temp(kb, out)
+            r, p, z = temp(kb, out), temp(kb, out), temp(kb, out)
             _act(kb, func, y, r)
+            _act(kb, Act.LOGICAL_NOT, x, p)
+            _act(kb, Act.TANH, y, z)
+            _act(kb, Act.COPY, z, z, scale=0.0, bias=0.0)
             _tt(kb, Alu.MULTIPLY, x, r, r)
-            _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
-            _sel(kb, p, zero.broadcast(out, F32), r, r)
-            _act(kb, Act.IS_NAN, y, p)
-            _sel(kb, p, y, r, out)
+            _sel(kb, p, z, r, out)
 
         _nary(ctx, ("self", "other"), compute)
-        zero.release()
     return lower_xlog
 
 
@@ -571,11 +575,26 @@ def _floor_div_scalar(kb: KernelBuilder, a: AP, b: ScalarArg, out: AP) -> None:
     _stt(kb, d, 0.5, Alu.IS_GT, f, Alu.ADD, out)            # floor, nudged up past 0.5
 
 
+def _scalar_divisor(ctx: LoweringContext) -> ScalarArg | None:
+    """The divisor as a ScalarArg when the call divides a tensor by a Scalar, else None."""
+    _, sources = _operands(ctx, ("self", "other"))
+    by = sources[1][1] if sources[0][0] == "tensor" and sources[1][0] == "scalar" else None
+    return by if isinstance(by, ScalarArg) else None
+
+
+def _floor_div_by(by: ScalarArg | None):
+    """floor division's compute for _nary: the Scalar-operand kernel for a nonzero Scalar divisor
+    (zero is a special value of the declaration: its own Program, with the b == 0 select)."""
+    if by is not None and (by.runtime or float(by.known) != 0.0):
+        return lambda kb, t, out: _floor_div_scalar(kb, t[0], by, out)
+    return lambda kb, t, out: _floor_div(kb, t[0], t[1], out)
+
+
 @lowering("aten::floor_divide", "aten::floor_divide.Scalar", "aten::floor_divide_.Tensor",
-          "aten::floor_divide_.Scalar", scalars=NARY_SCALARS)
+          "aten::floor_divide_.Scalar", scalars={"self": (), "other": (0.0, -0.0)})
 def _floor_divide(ctx: LoweringContext) -> None:
     _float_only(ctx)
-    _nary(ctx, ("self", "other"), lambda kb, t, out: _floor_div(kb, t[0], t[1], out))
+    _nary(ctx, ("self", "other"), _floor_div_by(_scalar_divisor(ctx)))
 
 
 # a zero divisor (either sign) gets its own Program: the floor division by any other Scalar skips
@@ -586,16 +605,12 @@ def _div_mode(ctx: LoweringContext) -> None:
     mode = ctx.call.attr("rounding_mode")
     if mode is not None:
         _float_only(ctx)
-    _, sources = _operands(ctx, ("self", "other"))
-    # a Scalar divisor: the instructions take it as their scalar operand
-    by = sources[1][1] if sources[0][0] == "tensor" and sources[1][0] == "scalar" else None
+    floor = _floor_div_by(_scalar_divisor(ctx))
 
     def compute(kb, t, out):
         a, b = t
-        if mode == "floor" and isinstance(by, ScalarArg) and (by.runtime or float(by.known) != 0.0):
-            _floor_div_scalar(kb, a, by, out)
-        elif mode == "floor":
-            _floor_div(kb, a, b, out)
+        if mode == "floor":
+            floor(kb, t, out)
         elif mode == "trunc":
             # ATen truncates a / b computed in the tensor's own type (a BF16 quotient is rounded first)
             q = temp(kb, out, out.dtype)
