@@ -105,13 +105,19 @@ def _elu(ctx: LoweringContext) -> None:
     alpha, scale = float(attr(ctx, "alpha", 1.0)), float(attr(ctx, "scale", 1.0))
     in_scale = float(attr(ctx, "input_scale", 1.0))
 
+    # min(x, 0) = -relu(-x) and, for scale > 0, max(x, 0) * scale = relu(x * scale) (the product's
+    # rounding is the same either side of the max): ScalarE makes both parts, VectorE only the sum
+    # (the alpha multiply fused into it)
+
     def compute(kb, x, out):
         neg, pos = temp(kb, out), temp(kb, out)
-        _ts(kb, x, neg, Alu.MIN, 0.0)
-        _act(kb, Act.EXPM1, neg, neg, scale=in_scale)
-        _ts(kb, x, pos, Alu.MAX, 0.0, Alu.MULTIPLY, scale)
-        _ts(kb, neg, neg, Alu.MULTIPLY, alpha * scale)
-        _tt(kb, Alu.ADD, pos, neg, out)
+        _act(kb, Act.RELU, x, neg, scale=-1.0)
+        _act(kb, Act.EXPM1, neg, neg, scale=-in_scale)
+        if scale > 0:
+            _act(kb, Act.RELU, x, pos, scale=scale)
+        else:
+            _ts(kb, x, pos, Alu.MAX, 0.0, Alu.MULTIPLY, scale)
+        _stt(kb, neg, alpha * scale, Alu.MULTIPLY, pos, Alu.ADD, out)
 
     _unary(ctx, compute)
 
@@ -144,8 +150,7 @@ def _hardswish(ctx: LoweringContext) -> None:
     def compute(kb, x, out):
         r = temp(kb, out)
         _ts(kb, x, r, Alu.ADD, 3.0, Alu.MAX, 0.0)
-        _ts(kb, r, r, Alu.MIN, 6.0)
-        _tt(kb, Alu.MULTIPLY, x, r, r)
+        _stt(kb, r, 6.0, Alu.MIN, x, Alu.MULTIPLY, r)      # x * min(r, 6) in one pass
         _ts(kb, r, out, Alu.DIVIDE, 6.0)
 
     _unary(ctx, compute)
@@ -283,12 +288,14 @@ def _logit(ctx: LoweringContext) -> None:
 def _sinc(ctx: LoweringContext) -> None:
     one = ScalarArg(ctx.kb, 1.0)
 
+    # sin(pi x) / (pi x): ScalarE takes pi x as its scale and makes the x == 0 predicate; VectorE
+    # divides by pi x formed in the same pass (the product rounded as ATen rounds it) and selects
     def compute(kb, x, out):
-        s, p, z = temp(kb, out), temp(kb, out), temp(kb, out)
-        _ts(kb, x, p, Alu.MULTIPLY, math.pi)
-        _act(kb, Act.SIN, p, s)
-        _tt(kb, Alu.DIVIDE, s, p, s)
-        _ts(kb, x, z, Alu.IS_EQUAL, 0.0)
+        s, z = temp(kb, out), temp(kb, out)
+        _act(kb, Act.SIN, x, s, scale=math.pi)
+        _act(kb, Act.LOGICAL_NOT, x, z)
+        kb.emit(ScalarTensorTensor(inp=x, scalar0=math.pi, alu0=Alu.MULTIPLY, in1=s, alu1=Alu.DIVIDE, out=s,
+                                   reverse1=True))
         _sel(kb, z, one.broadcast(out, F32), s, out)
 
     _unary(ctx, compute)
@@ -358,6 +365,20 @@ def _nan_to_num(ctx: LoweringContext) -> None:
     values = {"nan": 0.0, "posinf": float(finfo.max), "neginf": float(finfo.min)}
     consts = {k: ScalarArg(ctx.kb, float(ctx.call.attr(k)) if ctx.call.attr(k) is not None else v)
               for k, v in values.items()}
+
+    if all(ctx.call.attr(k) is None for k in ("posinf", "neginf")):
+        # infinities become the dtype's extremes, which every finite value lies between: a clamp
+        # (its max/min keep NaN) and one select for NaN
+        def clamped(kb, x, out):
+            pred, r = temp(kb, out), temp(kb, out)
+            _act(kb, Act.IS_NAN, x, pred)
+            _ts(kb, x, r, Alu.MAX, values["neginf"], Alu.MIN, values["posinf"])
+            _sel(kb, pred, consts["nan"].broadcast(out, dt), r, out)
+
+        _unary(ctx, clamped)
+        for c in consts.values():
+            c.release()
+        return
 
     def compute(kb, x, out):
         pred, r = temp(kb, out), temp(kb, out)
@@ -497,21 +518,20 @@ lowering("aten::special_xlog1py", "aten::special_xlog1py.other_scalar",
 @lowering("aten::special_entr")
 def _entr(ctx: LoweringContext) -> None:
     # -x log x for x > 0, 0 at 0, -inf below 0, NaN stays NaN
-    consts = {v: ScalarArg(ctx.kb, v) for v in (0.0, float("-inf"))}
 
+    # x <= 0 takes log(x == 0): 0 at +-0, -inf below; NaN is no x <= 0 and stays NaN through the
+    # product. ScalarE makes both logs and the x == 0 mark; VectorE the product, the mark and a select
     def compute(kb, x, out):
         r, p = temp(kb, out), temp(kb, out)
         _act(kb, Act.LOG, x, r)
-        _tt(kb, Alu.MULTIPLY, x, r, r)
-        _act(kb, Act.NEG, r, r)
-        _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
-        _sel(kb, p, consts[0.0].broadcast(out, F32), r, r)
-        _ts(kb, x, p, Alu.IS_LT, 0.0)
-        _sel(kb, p, consts[float("-inf")].broadcast(out, F32), r, out)
+        _stt(kb, r, -1.0, Alu.MULTIPLY, x, Alu.MULTIPLY, r)
+        _act(kb, Act.LOGICAL_NOT, x, p)
+        _act(kb, Act.LOG, p, p)
+        z = temp(kb, out)
+        _ts(kb, x, z, Alu.IS_LE, 0.0)
+        _sel(kb, z, p, r, out)
 
     _unary(ctx, compute)
-    for c in consts.values():
-        c.release()
 
 
 @lowering("aten::rsub.Tensor", "aten::rsub.Scalar", scalars={"self": (), "other": (), "alpha": (1,)})
