@@ -563,14 +563,13 @@ def _floor_div(kb: KernelBuilder, a: AP, b: AP, out: AP) -> None:
     left it more than 0.5 below an integer; a / b when b == 0."""
     m, d, f = temp(kb, out), temp(kb, out), temp(kb, out)
     _tt(kb, Alu.MOD, a, b, m)          # Python mod (sign of b): fmod with ATen's sign correction folded in
-    _tt(kb, Alu.SUBTRACT, a, m, d)
+    _stt(kb, m, -1.0, Alu.MULTIPLY, a, Alu.ADD, d)          # a - mod(a, b), as in _floor_div_scalar
     _tt(kb, Alu.DIVIDE, d, b, d)
     _act(kb, Act.FLOOR, d, f)
-    _tt(kb, Alu.SUBTRACT, d, f, d)
-    _ts(kb, d, d, Alu.IS_GT, 0.5)
-    _tt(kb, Alu.ADD, f, d, f)
+    _stt(kb, f, -1.0, Alu.MULTIPLY, d, Alu.ADD, d)          # the quotient's fraction
+    _stt(kb, d, 0.5, Alu.IS_GT, f, Alu.ADD, f)              # floor, nudged up past 0.5
     _tt(kb, Alu.DIVIDE, a, b, d)
-    _ts(kb, b, m, Alu.IS_EQUAL, 0.0)
+    _act(kb, Act.LOGICAL_NOT, b, m)                         # b == 0, on ScalarE
     _sel(kb, m, d, f, out)
 
 
