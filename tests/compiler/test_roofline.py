@@ -26,7 +26,12 @@ SAMPLE = ["aten::add.Tensor", "aten::exp", "aten::gelu", "aten::sum.dim_IntList"
           # issue 12's third pass: one indirect DMA for all of nll_loss's picks, floor division by a Scalar
           # operand, attention's log-sum-exp collected per batch and stored in long runs
           "aten::nll_loss_forward", "aten::div.Scalar_mode", "aten::_scaled_dot_product_flash_attention_for_cpu",
-          "aten::_scaled_dot_product_fused_attention_overrideable"]
+          "aten::_scaled_dot_product_fused_attention_overrideable",
+          # VectorE-bound element-wise kernels rewritten with fewer VectorE passes (work moved to ScalarE,
+          # ops fused into scalar_tensor_tensor): held to their new ratios
+          "aten::floor_divide.Scalar", "aten::floor_divide", "aten::fmod.Tensor", "aten::logaddexp",
+          "aten::xlogy.Tensor", "aten::elu", "aten::nan_to_num", "aten::sinc", "aten::smooth_l1_loss",
+          "aten::binary_cross_entropy"]
 
 
 def _baseline() -> dict:
