@@ -397,6 +397,27 @@ def _nan_to_num(ctx: LoweringContext) -> None:
 @lowering("aten::copysign.Tensor", "aten::copysign.Scalar", "aten::copysign_.Tensor", "aten::copysign_.Scalar",
           scalars=NARY_SCALARS)
 def _copysign(ctx: LoweringContext) -> None:
+    _, sources = _operands(ctx, ("self", "other"))
+    by = sources[1][1] if sources[0][0] == "tensor" and sources[1][0] == "scalar" else None
+    if isinstance(by, ScalarArg):
+        # a Scalar sign source: +-1 from its sign bit, made once on its [P, 1] tile, is ScalarE's
+        # scale for |a|, so the whole op runs on ScalarE (|a| * +-1 is exact)
+        def multiplier(kb, b, s):
+            _act(kb, Act.RECIPROCAL, b, s)
+            _tt(kb, Alu.MIN, b, s, s)                          # < 0 exactly when b's sign bit is set
+            _ts(kb, s, s, Alu.IS_LT, 0.0, Alu.MULTIPLY, -2.0)
+            _ts(kb, s, s, Alu.ADD, 1.0)
+
+        sign = by.derive(multiplier, known=lambda v: math.copysign(1.0, float(v)))
+
+        def scaled(kb, t, out):
+            mag = temp(kb, out)
+            _act(kb, Act.ABS, t[0], mag)
+            _act(kb, Act.COPY, mag, out, scale=sign.operand(mag))
+
+        _nary(ctx, ("self", "other"), scaled)
+        return
+
     def compute(kb, t, out):
         a, b = t
         mag, neg, sb = temp(kb, out), temp(kb, out), temp(kb, out)
