@@ -375,6 +375,11 @@ WHY = {
                             "square and both scalings run on ScalarE), against a bound of only the two inputs' "
                             "reads (23 us: the output is one number)",
     "aten::huber_loss": "as smooth_l1_loss",
+    "aten::lerp": "compute-bound on VectorE: the weight is a runtime value, so both of ATen's forms (self + w * "
+                  "diff for |w| < 0.5, end - (1 - w) * diff otherwise) are computed and one selected per call: "
+                  "end - self, the two product-sums (each one scalar_tensor_tensor) and the select are four "
+                  "2-cycle passes per FP32 element (59 us on trn1 against 47 us of DMA); a tensor weight's "
+                  "products take a tile on each side, so none fuses (13 cycles)",
     "aten::native_batch_norm": "two passes over x (the statistics of a channel need all of it before any "
                                "element is normalised): 1.5x the bound's bytes, at one core's DMA rate on trn1",
     "aten::_native_batch_norm_legit": "as native_batch_norm", "aten::_batch_norm_with_update": "as native_batch_norm",
