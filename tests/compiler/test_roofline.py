@@ -29,7 +29,12 @@ SAMPLE = ["aten::add.Tensor", "aten::exp", "aten::gelu", "aten::sum.dim_IntList"
           "aten::_scaled_dot_product_fused_attention_overrideable",
           # max8 / nc_find_index8 for the first extreme (argmin through ScalarE's negation), layer norm's
           # affine step reading PSUM, adaptive pooling's one reduce per dim
-          "aten::min.dim", "aten::_adaptive_avg_pool2d"]
+          "aten::min.dim", "aten::_adaptive_avg_pool2d",
+          # VectorE-bound element-wise kernels rewritten with fewer VectorE passes (work moved to ScalarE,
+          # ops fused into scalar_tensor_tensor): held to their new ratios
+          "aten::floor_divide.Scalar", "aten::floor_divide", "aten::fmod.Tensor", "aten::logaddexp",
+          "aten::xlogy.Tensor", "aten::elu", "aten::nan_to_num", "aten::sinc", "aten::smooth_l1_loss",
+          "aten::binary_cross_entropy", "aten::copysign.Scalar", "aten::lerp.Scalar", "aten::fmod.Scalar"]
 
 
 def _baseline() -> dict:

@@ -211,6 +211,14 @@ class ScalarArg:
                                  scalar1=None if s1 is None else float(s1)))
         return self._child(None, (self,), make)
 
+    def derive(self, make, *, known) -> "ScalarArg":
+        """A value computed from this one: for a runtime value ``make(kb, tile, out)`` emits the
+        instructions on its [P, 1] tile (``out`` is the child's tile of the same dtype), for a known
+        one ``known(value)``."""
+        if not self.runtime:
+            return self._child(known(self.known))
+        return self._child(None, (self,), lambda kb, dtype, tiles, out: make(kb, tiles[0], out))
+
     def times(self, other: "ScalarArg") -> "ScalarArg":
         """``value * other.value``."""
         if not other.runtime:

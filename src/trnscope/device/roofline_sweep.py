@@ -356,6 +356,32 @@ WHY = {
                              "remainder, divide, the quotient's fraction, the nudge past 0.5): five VectorE "
                              "instructions, 8 cycles an FP32 element with the divisor as their scalar operand "
                              "(about 58 us for 1M elements on trn1), beside ScalarE's floor",
+    "aten::floor_divide.Scalar": "as div.Scalar_mode (the same kernel)",
+    "aten::floor_divide": "compute-bound on VectorE: ATen's div_floor with a tensor divisor is seven 2-cycle "
+                          "VectorE passes per FP32 element (remainder, a - remainder, divide, the quotient's "
+                          "fraction, the nudge past 0.5, a / b for b == 0, the select; the floor and the b == 0 "
+                          "mark on ScalarE): 14 cycles, about 102 us for 1M elements at 1.12 GHz on trn1, "
+                          "against 46 us of DMA",
+    "aten::div.Tensor_mode": "as floor_divide (rounding_mode='floor', the same kernel)",
+    "aten::logaddexp": "compute-bound on VectorE: max(a, b), a - b, the sum and the select on isnan(a - b) "
+                       "are four 2-cycle passes per FP32 element (59 us on trn1 against 46 us of DMA), and "
+                       "ScalarE's abs, exp, log1p and isnan lie between the difference and the sum on each "
+                       "tile, so the first tile's chain and the last tile's store add to VectorE's time",
+    "aten::logaddexp2": "as logaddexp (exp2, and the 1/ln 2 scale on ScalarE)",
+    "aten::binary_cross_entropy": "compute-bound on VectorE: the two clamps at -100 (max has no ScalarE form), "
+                                  "(y - 1) * a, y * b, their difference and the mean's row sum are 9 VectorE "
+                                  "cycles per FP32 element (about 66 us on trn1), against a bound of only the "
+                                  "two inputs' reads (23 us: the output is one number)",
+    "aten::smooth_l1_loss": "compute-bound on VectorE: the difference, the |d| < beta mark, the select and the "
+                            "mean's row sum are 6 VectorE cycles per FP32 element (about 44 us on trn1; the abs, "
+                            "square and both scalings run on ScalarE), against a bound of only the two inputs' "
+                            "reads (23 us: the output is one number)",
+    "aten::huber_loss": "as smooth_l1_loss",
+    "aten::lerp": "compute-bound on VectorE: the weight is a runtime value, so both of ATen's forms (self + w * "
+                  "diff for |w| < 0.5, end - (1 - w) * diff otherwise) are computed and one selected per call: "
+                  "end - self, the two product-sums (each one scalar_tensor_tensor) and the select are four "
+                  "2-cycle passes per FP32 element (59 us on trn1 against 47 us of DMA); a tensor weight's "
+                  "products take a tile on each side, so none fuses (13 cycles)",
     "aten::native_batch_norm": "two passes over x (the statistics of a channel need all of it before any "
                                "element is normalised): 1.5x the bound's bytes, at one core's DMA rate on trn1",
     "aten::_native_batch_norm_legit": "as native_batch_norm", "aten::_batch_norm_with_update": "as native_batch_norm",

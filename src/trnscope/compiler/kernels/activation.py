@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ...isa import AP, Act, Activation, Alu, Select, TensorScalar, TensorTensor
+from ...isa import AP, Act, Activation, Alu, ScalarTensorTensor, Select, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..scalars import ScalarArg
@@ -282,17 +282,19 @@ def _lerp(ctx: LoweringContext) -> None:
     w = ctx.scalar("weight", 0.5)
     if w.runtime:
         # both of ATen's forms, chosen per call by |w| < 0.5 computed on the weight's tile
-        rest = w.affine(-1.0, 1.0)
+        # e - diff * (1 - w) as diff * (w - 1) + e: RN(w - 1) = -RN(1 - w), so the product is the exact
+        # negative and the sum the same number; each form is one scalar_tensor_tensor pass
+        less_one = w.affine(1.0, -1.0)
         small = w.apply(Alu.ABS_MAX, 0.0, Alu.IS_LT, 0.5, known=lambda v: float(abs(v) < 0.5))
 
         def runtime_weight(kb, t, out):
             s, e = t
             diff, a, b = temp(kb, out), temp(kb, out), temp(kb, out)
             _tt(kb, Alu.SUBTRACT, e, s, diff)
-            kb.emit(TensorScalar(inp=diff, out=a, alu0=Alu.MULTIPLY, scalar0=w.operand(diff)))
-            _tt(kb, Alu.ADD, s, a, a)
-            kb.emit(TensorScalar(inp=diff, out=b, alu0=Alu.MULTIPLY, scalar0=rest.operand(diff)))
-            _tt(kb, Alu.SUBTRACT, e, b, b)
+            kb.emit(ScalarTensorTensor(inp=diff, scalar0=w.operand(diff), alu0=Alu.MULTIPLY, in1=s, alu1=Alu.ADD,
+                                       out=a))
+            kb.emit(ScalarTensorTensor(inp=diff, scalar0=less_one.operand(diff), alu0=Alu.MULTIPLY, in1=e,
+                                       alu1=Alu.ADD, out=b))
             kb.emit(Select(pred=small.broadcast(diff), on_true=a, on_false=b, out=out))
         emit_map(ctx, [0, 1], runtime_weight)
         return
@@ -303,10 +305,10 @@ def _lerp(ctx: LoweringContext) -> None:
         diff = temp(kb, out)
         _tt(kb, Alu.SUBTRACT, e, s, diff)
         if abs(weight) < 0.5:
-            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=weight))
-            _tt(kb, Alu.ADD, s, diff, out)
+            kb.emit(ScalarTensorTensor(inp=diff, scalar0=weight, alu0=Alu.MULTIPLY, in1=s, alu1=Alu.ADD, out=out))
         else:
-            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.MULTIPLY, scalar0=1.0 - weight))
-            _tt(kb, Alu.SUBTRACT, e, diff, out)
+            # e - diff * (1 - w): the product's negative is diff * -(1 - w) exactly
+            kb.emit(ScalarTensorTensor(inp=diff, scalar0=-(1.0 - weight), alu0=Alu.MULTIPLY, in1=e, alu1=Alu.ADD,
+                                       out=out))
 
     emit_map(ctx, [0, 1], scalar_weight)

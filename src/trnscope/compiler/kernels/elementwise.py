@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
-from ...isa import AP, Act, Activation, Alu, DType, Select, TensorScalar, TensorTensor
+from ...isa import AP, Act, Activation, Alu, DType, ScalarTensorTensor, Select, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..scalars import ScalarArg
@@ -222,9 +222,31 @@ def _fmod(ctx: LoweringContext) -> None:
     out_dt = ctx.call.outputs[0].dtype
     scalar = ctx.call.inputs.optional(1) is None
 
+    def float_fmod(kb: KernelBuilder, t, out: AP) -> None:
+        # fmod(a, b) = sign(a) * mod(|a|, |b|): the remainders of nonnegative operands agree, and
+        # NaN (a NaN or infinite a, a zero b) and b = inf (a itself) come out of the ALU's mod.
+        # ScalarE makes |a|, |b| and sign(a); VectorE the mod and the signed product (one
+        # scalar_tensor_tensor for a Scalar divisor)
+        a = t[0]
+        mag, sgn = temp(kb, out), temp(kb, out)
+        kb.emit(Activation(func=Act.ABS, inp=a, out=mag))
+        kb.emit(Activation(func=Act.SIGN, inp=a, out=sgn))
+        if scalar:
+            divisor = abs(float(scalar_arg(ctx, 1, "other")))
+            kb.emit(ScalarTensorTensor(inp=mag, scalar0=divisor, alu0=Alu.MOD, in1=sgn, alu1=Alu.MULTIPLY, out=out))
+            return
+        div = temp(kb, out)
+        kb.emit(Activation(func=Act.ABS, inp=t[1], out=div))
+        kb.emit(TensorTensor(alu=Alu.MOD, in0=mag, in1=div, out=mag))
+        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=mag, in1=sgn, out=out))
+
+    if out_dt.is_float:
+        emit_map(ctx, [0] if scalar else [0, 1], float_fmod)
+        return
+
     def compute(kb: KernelBuilder, t, out: AP) -> None:
         a = t[0]
-        wdt = DType.float32 if out_dt.is_float else out_dt   # integers stay exact
+        wdt = out_dt   # integers stay exact
         r, fix, tmp = temp(kb, out, wdt), temp(kb, out, wdt), temp(kb, out, wdt)
         if scalar:
             divisor = float(scalar_arg(ctx, 1, "other"))

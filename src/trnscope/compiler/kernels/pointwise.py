@@ -105,13 +105,19 @@ def _elu(ctx: LoweringContext) -> None:
     alpha, scale = float(attr(ctx, "alpha", 1.0)), float(attr(ctx, "scale", 1.0))
     in_scale = float(attr(ctx, "input_scale", 1.0))
 
+    # min(x, 0) = -relu(-x) and, for scale > 0, max(x, 0) * scale = relu(x * scale) (the product's
+    # rounding is the same either side of the max): ScalarE makes both parts, VectorE only the sum
+    # (the alpha multiply fused into it)
+
     def compute(kb, x, out):
         neg, pos = temp(kb, out), temp(kb, out)
-        _ts(kb, x, neg, Alu.MIN, 0.0)
-        _act(kb, Act.EXPM1, neg, neg, scale=in_scale)
-        _ts(kb, x, pos, Alu.MAX, 0.0, Alu.MULTIPLY, scale)
-        _ts(kb, neg, neg, Alu.MULTIPLY, alpha * scale)
-        _tt(kb, Alu.ADD, pos, neg, out)
+        _act(kb, Act.RELU, x, neg, scale=-1.0)
+        _act(kb, Act.EXPM1, neg, neg, scale=-in_scale)
+        if scale > 0:
+            _act(kb, Act.RELU, x, pos, scale=scale)
+        else:
+            _ts(kb, x, pos, Alu.MAX, 0.0, Alu.MULTIPLY, scale)
+        _stt(kb, neg, alpha * scale, Alu.MULTIPLY, pos, Alu.ADD, out)
 
     _unary(ctx, compute)
 
@@ -144,8 +150,7 @@ def _hardswish(ctx: LoweringContext) -> None:
     def compute(kb, x, out):
         r = temp(kb, out)
         _ts(kb, x, r, Alu.ADD, 3.0, Alu.MAX, 0.0)
-        _ts(kb, r, r, Alu.MIN, 6.0)
-        _tt(kb, Alu.MULTIPLY, x, r, r)
+        _stt(kb, r, 6.0, Alu.MIN, x, Alu.MULTIPLY, r)      # x * min(r, 6) in one pass
         _ts(kb, r, out, Alu.DIVIDE, 6.0)
 
     _unary(ctx, compute)
@@ -283,12 +288,14 @@ def _logit(ctx: LoweringContext) -> None:
 def _sinc(ctx: LoweringContext) -> None:
     one = ScalarArg(ctx.kb, 1.0)
 
+    # sin(pi x) / (pi x): ScalarE takes pi x as its scale and makes the x == 0 predicate; VectorE
+    # divides by pi x formed in the same pass (the product rounded as ATen rounds it) and selects
     def compute(kb, x, out):
-        s, p, z = temp(kb, out), temp(kb, out), temp(kb, out)
-        _ts(kb, x, p, Alu.MULTIPLY, math.pi)
-        _act(kb, Act.SIN, p, s)
-        _tt(kb, Alu.DIVIDE, s, p, s)
-        _ts(kb, x, z, Alu.IS_EQUAL, 0.0)
+        s, z = temp(kb, out), temp(kb, out)
+        _act(kb, Act.SIN, x, s, scale=math.pi)
+        _act(kb, Act.LOGICAL_NOT, x, z)
+        kb.emit(ScalarTensorTensor(inp=x, scalar0=math.pi, alu0=Alu.MULTIPLY, in1=s, alu1=Alu.DIVIDE, out=s,
+                                   reverse1=True))
         _sel(kb, z, one.broadcast(out, F32), s, out)
 
     _unary(ctx, compute)
@@ -359,6 +366,20 @@ def _nan_to_num(ctx: LoweringContext) -> None:
     consts = {k: ScalarArg(ctx.kb, float(ctx.call.attr(k)) if ctx.call.attr(k) is not None else v)
               for k, v in values.items()}
 
+    if all(ctx.call.attr(k) is None for k in ("posinf", "neginf")):
+        # infinities become the dtype's extremes, which every finite value lies between: a clamp
+        # (its max/min keep NaN) and one select for NaN
+        def clamped(kb, x, out):
+            pred, r = temp(kb, out), temp(kb, out)
+            _act(kb, Act.IS_NAN, x, pred)
+            _ts(kb, x, r, Alu.MAX, values["neginf"], Alu.MIN, values["posinf"])
+            _sel(kb, pred, consts["nan"].broadcast(out, dt), r, out)
+
+        _unary(ctx, clamped)
+        for c in consts.values():
+            c.release()
+        return
+
     def compute(kb, x, out):
         pred, r = temp(kb, out), temp(kb, out)
         _act(kb, Act.IS_NAN, x, pred)
@@ -376,6 +397,27 @@ def _nan_to_num(ctx: LoweringContext) -> None:
 @lowering("aten::copysign.Tensor", "aten::copysign.Scalar", "aten::copysign_.Tensor", "aten::copysign_.Scalar",
           scalars=NARY_SCALARS)
 def _copysign(ctx: LoweringContext) -> None:
+    _, sources = _operands(ctx, ("self", "other"))
+    by = sources[1][1] if sources[0][0] == "tensor" and sources[1][0] == "scalar" else None
+    if isinstance(by, ScalarArg):
+        # a Scalar sign source: +-1 from its sign bit, made once on its [P, 1] tile, is ScalarE's
+        # scale for |a|, so the whole op runs on ScalarE (|a| * +-1 is exact)
+        def multiplier(kb, b, s):
+            _act(kb, Act.RECIPROCAL, b, s)
+            _tt(kb, Alu.MIN, b, s, s)                          # < 0 exactly when b's sign bit is set
+            _ts(kb, s, s, Alu.IS_LT, 0.0, Alu.MULTIPLY, -2.0)
+            _ts(kb, s, s, Alu.ADD, 1.0)
+
+        sign = by.derive(multiplier, known=lambda v: math.copysign(1.0, float(v)))
+
+        def scaled(kb, t, out):
+            mag = temp(kb, out)
+            _act(kb, Act.ABS, t[0], mag)
+            _act(kb, Act.COPY, mag, out, scale=sign.operand(mag))
+
+        _nary(ctx, ("self", "other"), scaled)
+        return
+
     def compute(kb, t, out):
         a, b = t
         mag, neg, sb = temp(kb, out), temp(kb, out), temp(kb, out)
@@ -435,26 +477,28 @@ lowering("aten::fmin", scalars=NARY_SCALARS)(_nan_ignoring(Alu.MIN))
 
 
 def _logaddexp(base2: bool):
-    # max(a, b) + log1p(exp(-|a - b|)); equal infinities give themselves (the formula would give NaN)
+    """max(a, b) + log1p(exp(-|a - b|)) (base 2: log1p(exp2(-|a - b|)) / ln 2). a - b is NaN exactly
+    when an operand is NaN or a and b are the same infinity; there max(a, b) is the answer (VectorE's
+    max propagates NaN, and is a itself for equal infinities, where the formula would give NaN), so
+    one select on isnan(a - b) covers ATen's special cases: the predicate and the exp/log1p chain
+    run on ScalarE, VectorE keeps the max, the difference, the sum and the select."""
     def lower_lae(ctx: LoweringContext) -> None:
         def compute(kb, t, out):
             a, b = t
-            m, d, same = temp(kb, out), temp(kb, out), temp(kb, out)
+            m, d, nan = temp(kb, out), temp(kb, out), temp(kb, out)
             _tt(kb, Alu.MAX, a, b, m)
             _tt(kb, Alu.SUBTRACT, a, b, d)
+            _act(kb, Act.IS_NAN, d, nan)
             _act(kb, Act.ABS, d, d)
             if base2:
                 _act(kb, Act.EXP2, d, d, scale=-1.0)
                 _act(kb, Act.LOG1P, d, d)
-                _ts(kb, d, d, Alu.DIVIDE, _LN2)
+                _act(kb, Act.COPY, d, d, scale=1.0 / _LN2)
             else:
                 _act(kb, Act.EXP, d, d, scale=-1.0)
                 _act(kb, Act.LOG1P, d, d)
             _tt(kb, Alu.ADD, m, d, d)
-            _act(kb, Act.IS_INF, a, m)
-            _tt(kb, Alu.IS_EQUAL, a, b, same)
-            _tt(kb, Alu.LOGICAL_AND, m, same, same)
-            _sel(kb, same, a, d, out)
+            _sel(kb, nan, m, d, out)
 
         _nary(ctx, ("self", "other"), compute)
     return lower_lae
@@ -465,22 +509,24 @@ lowering("aten::logaddexp2", scalars=NARY_SCALARS)(_logaddexp(True))
 
 
 def _xlog(func: Act):
-    """x * log(y) (xlogy) or x * log1p(y) (xlog1py): 0 where x == 0, NaN where y is NaN."""
-    def lower_xlog(ctx: LoweringContext) -> None:
-        zero = ScalarArg(ctx.kb, 0.0)
+    """x * log(y) (xlogy) or x * log1p(y) (xlog1py): 0 where x == 0, NaN where y is NaN.
 
+    Where x == 0 the answer is 0 * tanh(y) + 0: +0 for every y but NaN, which tanh keeps (and
+    maps +-inf to +-1); a y outside the log's domain is no NaN there, as in ATen. The predicate
+    (logical_not x), the log, the tanh and that product run on ScalarE; VectorE multiplies and
+    selects."""
+    def lower_xlog(ctx: LoweringContext) -> None:
         def compute(kb, t, out):
             x, y = t
-            r, p = temp(kb, out), temp(kb, out)
+            r, p, z = temp(kb, out), temp(kb, out), temp(kb, out)
             _act(kb, func, y, r)
+            _act(kb, Act.LOGICAL_NOT, x, p)
+            _act(kb, Act.TANH, y, z)
+            _act(kb, Act.COPY, z, z, scale=0.0, bias=0.0)
             _tt(kb, Alu.MULTIPLY, x, r, r)
-            _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
-            _sel(kb, p, zero.broadcast(out, F32), r, r)
-            _act(kb, Act.IS_NAN, y, p)
-            _sel(kb, p, y, r, out)
+            _sel(kb, p, z, r, out)
 
         _nary(ctx, ("self", "other"), compute)
-        zero.release()
     return lower_xlog
 
 
@@ -493,21 +539,20 @@ lowering("aten::special_xlog1py", "aten::special_xlog1py.other_scalar",
 @lowering("aten::special_entr")
 def _entr(ctx: LoweringContext) -> None:
     # -x log x for x > 0, 0 at 0, -inf below 0, NaN stays NaN
-    consts = {v: ScalarArg(ctx.kb, v) for v in (0.0, float("-inf"))}
 
+    # x <= 0 takes log(x == 0): 0 at +-0, -inf below; NaN is no x <= 0 and stays NaN through the
+    # product. ScalarE makes both logs and the x == 0 mark; VectorE the product, the mark and a select
     def compute(kb, x, out):
         r, p = temp(kb, out), temp(kb, out)
         _act(kb, Act.LOG, x, r)
-        _tt(kb, Alu.MULTIPLY, x, r, r)
-        _act(kb, Act.NEG, r, r)
-        _ts(kb, x, p, Alu.IS_EQUAL, 0.0)
-        _sel(kb, p, consts[0.0].broadcast(out, F32), r, r)
-        _ts(kb, x, p, Alu.IS_LT, 0.0)
-        _sel(kb, p, consts[float("-inf")].broadcast(out, F32), r, out)
+        _stt(kb, r, -1.0, Alu.MULTIPLY, x, Alu.MULTIPLY, r)
+        _act(kb, Act.LOGICAL_NOT, x, p)
+        _act(kb, Act.LOG, p, p)
+        z = temp(kb, out)
+        _ts(kb, x, z, Alu.IS_LE, 0.0)
+        _sel(kb, z, p, r, out)
 
     _unary(ctx, compute)
-    for c in consts.values():
-        c.release()
 
 
 @lowering("aten::rsub.Tensor", "aten::rsub.Scalar", scalars={"self": (), "other": (), "alpha": (1,)})
@@ -539,14 +584,13 @@ def _floor_div(kb: KernelBuilder, a: AP, b: AP, out: AP) -> None:
     left it more than 0.5 below an integer; a / b when b == 0."""
     m, d, f = temp(kb, out), temp(kb, out), temp(kb, out)
     _tt(kb, Alu.MOD, a, b, m)          # Python mod (sign of b): fmod with ATen's sign correction folded in
-    _tt(kb, Alu.SUBTRACT, a, m, d)
+    _stt(kb, m, -1.0, Alu.MULTIPLY, a, Alu.ADD, d)          # a - mod(a, b), as in _floor_div_scalar
     _tt(kb, Alu.DIVIDE, d, b, d)
     _act(kb, Act.FLOOR, d, f)
-    _tt(kb, Alu.SUBTRACT, d, f, d)
-    _ts(kb, d, d, Alu.IS_GT, 0.5)
-    _tt(kb, Alu.ADD, f, d, f)
+    _stt(kb, f, -1.0, Alu.MULTIPLY, d, Alu.ADD, d)          # the quotient's fraction
+    _stt(kb, d, 0.5, Alu.IS_GT, f, Alu.ADD, f)              # floor, nudged up past 0.5
     _tt(kb, Alu.DIVIDE, a, b, d)
-    _ts(kb, b, m, Alu.IS_EQUAL, 0.0)
+    _act(kb, Act.LOGICAL_NOT, b, m)                         # b == 0, on ScalarE
     _sel(kb, m, d, f, out)
 
 
@@ -571,11 +615,26 @@ def _floor_div_scalar(kb: KernelBuilder, a: AP, b: ScalarArg, out: AP) -> None:
     _stt(kb, d, 0.5, Alu.IS_GT, f, Alu.ADD, out)            # floor, nudged up past 0.5
 
 
+def _scalar_divisor(ctx: LoweringContext) -> ScalarArg | None:
+    """The divisor as a ScalarArg when the call divides a tensor by a Scalar, else None."""
+    _, sources = _operands(ctx, ("self", "other"))
+    by = sources[1][1] if sources[0][0] == "tensor" and sources[1][0] == "scalar" else None
+    return by if isinstance(by, ScalarArg) else None
+
+
+def _floor_div_by(by: ScalarArg | None):
+    """floor division's compute for _nary: the Scalar-operand kernel for a nonzero Scalar divisor
+    (zero is a special value of the declaration: its own Program, with the b == 0 select)."""
+    if by is not None and (by.runtime or float(by.known) != 0.0):
+        return lambda kb, t, out: _floor_div_scalar(kb, t[0], by, out)
+    return lambda kb, t, out: _floor_div(kb, t[0], t[1], out)
+
+
 @lowering("aten::floor_divide", "aten::floor_divide.Scalar", "aten::floor_divide_.Tensor",
-          "aten::floor_divide_.Scalar", scalars=NARY_SCALARS)
+          "aten::floor_divide_.Scalar", scalars={"self": (), "other": (0.0, -0.0)})
 def _floor_divide(ctx: LoweringContext) -> None:
     _float_only(ctx)
-    _nary(ctx, ("self", "other"), lambda kb, t, out: _floor_div(kb, t[0], t[1], out))
+    _nary(ctx, ("self", "other"), _floor_div_by(_scalar_divisor(ctx)))
 
 
 # a zero divisor (either sign) gets its own Program: the floor division by any other Scalar skips
@@ -586,16 +645,12 @@ def _div_mode(ctx: LoweringContext) -> None:
     mode = ctx.call.attr("rounding_mode")
     if mode is not None:
         _float_only(ctx)
-    _, sources = _operands(ctx, ("self", "other"))
-    # a Scalar divisor: the instructions take it as their scalar operand
-    by = sources[1][1] if sources[0][0] == "tensor" and sources[1][0] == "scalar" else None
+    floor = _floor_div_by(_scalar_divisor(ctx))
 
     def compute(kb, t, out):
         a, b = t
-        if mode == "floor" and isinstance(by, ScalarArg) and (by.runtime or float(by.known) != 0.0):
-            _floor_div_scalar(kb, a, by, out)
-        elif mode == "floor":
-            _floor_div(kb, a, b, out)
+        if mode == "floor":
+            floor(kb, t, out)
         elif mode == "trunc":
             # ATen truncates a / b computed in the tensor's own type (a BF16 quotient is rounded first)
             q = temp(kb, out, out.dtype)

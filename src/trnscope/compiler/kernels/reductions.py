@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Callable
 
-from ...isa import AP, Act, Activation, Alu, DType, Memset, PartitionReduce, Select, TensorReduce, TensorScalar, \
+from ...isa import AP, Act, Activation, Alu, DType, Memset, PartitionReduce, ScalarTensorTensor, Select, TensorReduce, TensorScalar, \
     TensorTensor, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
@@ -353,9 +353,11 @@ def _piecewise_quadratic(quad_scale: float, lin_scale: float, lin_bias: float, k
     def compute(kb, t, out):
         z = _abs_diff(kb, t, out)
         q, lin, small = temp(kb, out), temp(kb, out), temp(kb, out)
+        # both scalings are ScalarE's scale and bias (the same FP32 multiply, then add), which has
+        # room beside VectorE's difference, compare and select
         kb.emit(Activation(func=Act.SQUARE, inp=z, out=q))
-        kb.emit(TensorScalar(inp=q, out=q, alu0=Alu.MULTIPLY, scalar0=quad_scale))
-        kb.emit(TensorScalar(inp=z, out=lin, alu0=Alu.MULTIPLY, scalar0=lin_scale, alu1=Alu.ADD, scalar1=lin_bias))
+        kb.emit(Activation(func=Act.COPY, inp=q, out=q, scale=quad_scale))
+        kb.emit(Activation(func=Act.COPY, inp=z, out=lin, scale=lin_scale, bias=lin_bias))
         kb.emit(TensorScalar(inp=z, out=small, alu0=Alu.IS_LT, scalar0=knee))
         kb.emit(Select(pred=small, on_true=q, on_false=lin, out=out))
     return compute
@@ -386,8 +388,8 @@ def _binary_cross_entropy(ctx: LoweringContext) -> None:
         a, b = temp(kb, out), temp(kb, out)
         kb.emit(Activation(func=Act.LOG1P, inp=x, out=a, scale=-1.0))
         kb.emit(TensorScalar(inp=a, out=a, alu0=Alu.MAX, scalar0=-100.0))
-        kb.emit(TensorScalar(inp=y, out=b, alu0=Alu.SUBTRACT, scalar0=1.0))
-        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=a, in1=b, out=a))
+        # (y - 1) * a in one scalar_tensor_tensor pass
+        kb.emit(ScalarTensorTensor(inp=y, scalar0=1.0, alu0=Alu.SUBTRACT, in1=a, alu1=Alu.MULTIPLY, out=a))
         kb.emit(Activation(func=Act.LOG, inp=x, out=b))
         kb.emit(TensorScalar(inp=b, out=b, alu0=Alu.MAX, scalar0=-100.0))
         kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=y, in1=b, out=b))
