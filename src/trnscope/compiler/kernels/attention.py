@@ -83,16 +83,17 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     s_blocks = [(s0, min(S_BLOCK, S - s0)) for s0 in range(0, S, S_BLOCK)]
     v_chunks = [(c0, min(P, S - c0)) for c0 in range(0, S, P)]
     ev_slices = [(e0, min(EV_SLICE, Ev - e0)) for e0 in range(0, Ev, EV_SLICE)]
-    fill = float("-inf") if scale > 0 else float("inf")
     causal_masks: dict[tuple[int, int, int], AP] = {}
     neg_big = None
     held_bh: list[AP] = []
     n_qt = ceil_div(L, P)
     # the output leaves in runs of whole query groups when its rows are below the DMA knee (see
-    # _Regroup). Only under the causal mask: there each output row carries half the compute, so the
-    # 256-byte-row store sets the pace ([1, 16, 1024, 128] BF16: 355 -> 324 us on trn1); without the
-    # mask the store hides under the softmax and the regroup's copies only add to it (433 -> 443 us)
-    regroup = causal and _Regroup.fits(kb, out, L, Ev)
+    # _Regroup), where that shortens the kernel as simulated ([1, 16, 1024, 128] BF16): under the causal
+    # mask each output row carries half the compute and the 256-byte-row store sets the pace (trn1 348
+    # -> 313 us, trn2 356 -> 343 us); without the mask the store hides under the softmax and the
+    # regroup's two PSUM copies per 128 rows only add to VectorE/ScalarE (433 -> 443 us), as they do
+    # when the log-sum-exp's instructions already load them (the fused op: 365 -> 384 us)
+    regroup = causal and lse_out is None and _Regroup.fits(kb, out, L, Ev)
     # K^T, Q^T and V of a head live in one of two buffer sets allocated up front, so the next head's
     # loads overlap this head's compute without waiting for bytes its temporaries used
     per_head = len(e_chunks) * (S + L) * mdt.itemsize + len(v_chunks) * Ev * mdt.itemsize
@@ -156,6 +157,8 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                         kb.emit(LoadStationary(src=qt[j].view(q0, [(1, lq)])))
                         kb.emit(MultiplyMoving(moving=kt[j].view(s0, [(1, seen_b)]),
                                                dst=sc_t.view(s0 - s_lo, [(1, seen_b)]), accumulate=j > 0))
+                if causal and s_lo + se - 1 > q0:
+                    _mask_causal_on_tensor(kb, sc_t, causal_masks, q0, lq, s_lo, se, scale, mdt)
                 return sc_t
 
             def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
@@ -175,9 +178,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 # the logits the softmax reads, and the factor still to apply to them
                 se = seen(q0, lq, s_lo, width)
                 logits, factor, tmp = scores.view(0, [(1, se)]), scale, None
-                if causal and s_lo + se - 1 > q0:
-                    _mask_causal_in_psum(kb, scores, causal_masks, q0, lq, s_lo, se, fill)
-                elif mask is not None and mask_st is not None:  # one implies the other
+                if mask is not None and mask_st is not None:  # one implies the other
                     tmp = kb.tile(lq, (width,), F32)
                     neg_big = _apply_explicit_mask(ctx, q_mask, scores.view(0, [(1, width)]), tmp, mask_st, neg_big,
                                                    scale, b, h, q0, lq, s_lo, width)
@@ -530,21 +531,35 @@ def _load_head(ctx: LoweringContext, q_in: list[int], kt: list[AP], qt: list[AP]
     return vt
 
 
-def _mask_causal_in_psum(kb, scores: AP, causal_masks: dict, q0: int, lq: int, s0: int, se: int,
-                         fill: float) -> None:
-    """Add the causal triangle's -inf to a diagonal scores block in place in PSUM: only the columns
-    past the first query's key hold a triangle; the additive mask tile is made once per offset."""
+# what the causal mask adds to a hidden score: finite (the identity's zeros times it must be 0, not
+# NaN) and beyond any score, so exp(scale * (s - 2^100) - m) underflows to exactly 0 as exp(-inf)
+_HIDDEN = 2.0 ** 100
+
+
+def _mask_causal_on_tensor(kb, scores: AP, causal_masks: dict, q0: int, lq: int, s0: int, se: int, scale: float,
+                           mdt: DType) -> None:
+    """Add the causal triangle to a diagonal scores span in PSUM on TensorE: identity^T @ mask
+    accumulates into the columns past the first query's key (one 128-column matmul, where an add on
+    VectorE would cost a PSUM pass and a step of the softmax chain). The mask tile (0 where key j <=
+    query i, else -2^100 for a positive scale) and the identity are made once on GpSimdE."""
+    P = kb.spec.partitions
     t0 = max(0, q0 - s0)
     key = (q0 - s0 - t0, lq, se - t0)
+    if "identity" not in causal_masks:
+        ident = kb.tile(P, (P,), mdt)
+        kb.emit(Memset(out=ident, value=1.0))
+        kb.emit(AffineSelect(inp=ident, out=ident, cmp=Alu.IS_GE, channel_multiplier=1, coefs=(-1,), fill=0.0))
+        kb.emit(AffineSelect(inp=ident, out=ident, cmp=Alu.IS_GE, channel_multiplier=-1, coefs=(1,), fill=0.0))
+        causal_masks["identity"] = ident
     if key not in causal_masks:
-        mt = kb.tile(lq, (se - t0,), F32)
+        mt = kb.tile(lq, (se - t0,), mdt)
         kb.emit(Memset(out=mt, value=0.0))
-        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0; else -inf
+        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0
         kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0 - t0, channel_multiplier=1,
-                             coefs=(-1,), fill=fill))
+                             coefs=(-1,), fill=-_HIDDEN if scale > 0 else _HIDDEN))
         causal_masks[key] = mt
-    tri = scores.view(t0, [(1, se - t0)])
-    kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
+    kb.emit(LoadStationary(src=causal_masks["identity"].rows(0, lq).view(0, [(1, lq)])))
+    kb.emit(MultiplyMoving(moving=causal_masks[key], dst=scores.view(t0, [(1, se - t0)]), accumulate=True))
 
 
 def _apply_explicit_mask(ctx: LoweringContext, q_mask: int, scores: AP, tmp: AP, mask_st, neg_big: AP | None,
