@@ -24,9 +24,10 @@ are emitted stage by stage in turn, and each lane's next scores block is issued 
 current softmax, so every engine's in-order stream alternates between independent work.
 
 ``is_causal`` (top-left aligned, as PyTorch) skips key blocks above the diagonal, computes only
-the key columns a diagonal block's queries can see, and masks their triangle in place in PSUM with
-an additive -inf tile made once per diagonal offset (GpSimdE affine_select);
-an explicit mask (boolean or additive, broadcast by strides) is applied to the scaled scores in
+the key columns a diagonal block's queries can see, and adds their triangle to the scores in PSUM on
+TensorE (identity^T @ a 0 / -2^100 mask tile made once per diagonal offset by GpSimdE affine_select);
+without a log-sum-exp its output is regrouped on chip so each head leaves in 2 KiB runs (_Regroup).
+An explicit mask (boolean or additive, broadcast by strides) is applied to the scaled scores in
 SBUF. Dropout is refused (the device RNG cannot reproduce PyTorch's stream).
 """
 
