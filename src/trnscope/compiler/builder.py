@@ -119,7 +119,7 @@ class KernelBuilder:
             self._queues[name] = self.p.queue(name, kind)
         return self._queues[name]
 
-    def tile(self, partitions: int, free_shape, dtype, space: Space = Space.SBUF) -> AP:
+    def tile(self, partitions: int, free_shape, dtype, space: Space = Space.SBUF, banks: int = 1) -> AP:
         """Allocate a dense tile; free it with :meth:`release` when its data is dead."""
         free_shape = tuple(int(s) for s in (free_shape if isinstance(free_shape, (tuple, list)) else (free_shape,)))
         from ..isa import DType
@@ -129,9 +129,9 @@ class KernelBuilder:
         for s in free_shape:
             nbytes *= s
         arena = self.sbuf if space is Space.SBUF else self.psum
-        if space is Space.PSUM and nbytes > self.spec.psum_bank_bytes:
-            raise AllocationError(f"PSUM tile of {nbytes} bytes per partition exceeds one bank "
-                                  f"({self.spec.psum_bank_bytes}); tile the free dimension by 512 FP32")
+        if space is Space.PSUM and nbytes > banks * self.spec.psum_bank_bytes:
+            raise AllocationError(f"PSUM tile of {nbytes} bytes per partition exceeds {banks} bank(s) of "
+                                  f"{self.spec.psum_bank_bytes}; tile the free dimension by 512 FP32")
         offset = arena.alloc(nbytes)
         self._new_region(space, offset, offset + -(-nbytes // arena.align) * arena.align)
         return AP(space, dt, partitions, dense_dims(free_shape), 0, offset)
@@ -168,8 +168,10 @@ class KernelBuilder:
         at[offset] = r
         return r
 
-    def psum_tile(self, partitions: int, free_shape, dtype="float32") -> AP:
-        return self.tile(partitions, free_shape, dtype, Space.PSUM)
+    def psum_tile(self, partitions: int, free_shape, dtype="float32", banks: int = 1) -> AP:
+        """A PSUM tile of at most ``banks`` adjacent banks: TensorE still writes one bank per
+        instruction, VectorE/ScalarE may read across them (a softmax over several key blocks)."""
+        return self.tile(partitions, free_shape, dtype, Space.PSUM, banks=banks)
 
     def release(self, *aps: AP) -> None:
         """Return tiles to their arena. Later users of the bytes still wait for the old accesses."""

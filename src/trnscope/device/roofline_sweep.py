@@ -338,15 +338,22 @@ WHY = {
     "aten::scatter": _SCATTER, "aten::scatter_add": _SCATTER, "aten::scatter_reduce": _SCATTER,
     "aten::index_add": _SLICES, "aten::index_copy": _SLICES, "aten::index_fill": _SLICES,
     "aten::argmax": _ARG, "aten::argmin": _ARG, "aten::max.dim": _ARG, "aten::min.dim": _ARG,
-    "aten::_scaled_dot_product_fused_attention_overrideable": "flash attention at head dim 128 "
-        "(kernels/attention.py): per 128x512 score block VectorE's row max and ScalarE's exp, the "
-        "probability evacuation and the rescale (about 1.1 us each per block at 1.12/1.4 GHz) outlast "
-        "TensorE's three 128-deep matmuls (0.55 us), and each 128-row output tile leaves as 256-byte rows "
-        "(one descriptor each at the 2 KiB knee); the bound counts only the unmasked pairs' FLOPs",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "flash attention at head dim 128, causal "
+        "(kernels/attention.py): the softmax chain of each 128-query tile (scores, VectorE row max from "
+        "PSUM, ScalarE exp with the row sum, TensorE transposes of p, their PSUM copy, p v) is latency-bound "
+        "with two tiles in flight: on trn1 VectorE and ScalarE are busy only 55-65% of the time (about 200 us "
+        "each: the max, exp and p-copy passes at 1.12/1.4 GHz plus a 200-cycle dependent-instruction overhead "
+        "on each of their ~1,400 instructions), TensorE 30-40% (115-127 us: three 128-deep passes per key, the "
+        "causal mask added by an identity matmul). Reaching 2x needs fewer VectorE/ScalarE passes per score "
+        "(a fused scale+max+copy, nki.isa.tensor_scalar_reduce, is not in the ISA model yet) and more tiles in "
+        "flight than PSUM's 8 banks allow at one bank per score block; the bound counts only the unmasked "
+        "pairs' FLOPs",
     "aten::_scaled_dot_product_flash_attention_for_cpu": "as _scaled_dot_product_fused_attention_overrideable; its "
         "log-sum-exp, laid out [B, L, H] (a head's values H apart), is collected per batch as [query, tile x head] "
         "and leaves once, a run of H heads per descriptor",
-    "aten::scaled_dot_product_attention": "as _scaled_dot_product_fused_attention_overrideable",
+    "aten::scaled_dot_product_attention": "as _scaled_dot_product_fused_attention_overrideable; without a "
+        "log-sum-exp its output is regrouped on chip (two TensorE transposes per 128 queries) so each head "
+        "leaves as 128 runs of 2 KiB instead of 1,024 256-byte rows",
     "aten::nll_loss_forward": "its bound is 12 KiB of traffic (one picked log-probability per row), but each "
                               "pick is a 4-byte read of its own 32000-wide row: the one indirect DMA of all "
                               "1024 picks (8 rows to a partition) spends a descriptor on each, priced at the "

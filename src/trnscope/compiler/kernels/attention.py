@@ -24,9 +24,10 @@ are emitted stage by stage in turn, and each lane's next scores block is issued 
 current softmax, so every engine's in-order stream alternates between independent work.
 
 ``is_causal`` (top-left aligned, as PyTorch) skips key blocks above the diagonal, computes only
-the key columns a diagonal block's queries can see, and masks their triangle in place in PSUM with
-an additive -inf tile made once per diagonal offset (GpSimdE affine_select);
-an explicit mask (boolean or additive, broadcast by strides) is applied to the scaled scores in
+the key columns a diagonal block's queries can see, and adds their triangle to the scores in PSUM on
+TensorE (identity^T @ a 0 / -2^100 mask tile made once per diagonal offset by GpSimdE affine_select);
+without a log-sum-exp its output is regrouped on chip so each head leaves in 2 KiB runs (_Regroup).
+An explicit mask (boolean or additive, broadcast by strides) is applied to the scaled scores in
 SBUF. Dropout is refused (the device RNG cannot reproduce PyTorch's stream).
 """
 
@@ -35,8 +36,8 @@ from __future__ import annotations
 import math
 
 from ...isa import (
-    AP, Act, Activation, AffineSelect, Alu, DType, LoadStationary, Memset, MultiplyMoving, Select, TensorReduce,
-    TensorScalar, TensorTensor, TensorTranspose, hbm,
+    AP, Act, Activation, AffineSelect, Alu, DType, Engine, LoadStationary, Memset, MultiplyMoving, Select,
+    TensorCopy, TensorReduce, TensorScalar, TensorTensor, TensorTranspose, hbm,
 )
 from ..lowering import LoweringContext, lowering
 from .common import F32, FLT_MAX, attr, ceil_div, full_strides, load, store
@@ -83,11 +84,17 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     s_blocks = [(s0, min(S_BLOCK, S - s0)) for s0 in range(0, S, S_BLOCK)]
     v_chunks = [(c0, min(P, S - c0)) for c0 in range(0, S, P)]
     ev_slices = [(e0, min(EV_SLICE, Ev - e0)) for e0 in range(0, Ev, EV_SLICE)]
-    fill = float("-inf") if scale > 0 else float("inf")
     causal_masks: dict[tuple[int, int, int], AP] = {}
     neg_big = None
     held_bh: list[AP] = []
-    turn = 0
+    n_qt = ceil_div(L, P)
+    # the output leaves in runs of whole query groups when its rows are below the DMA knee (see
+    # _Regroup), where that shortens the kernel as simulated ([1, 16, 1024, 128] BF16): under the causal
+    # mask each output row carries half the compute and the 256-byte-row store sets the pace (trn1 348
+    # -> 313 us, trn2 356 -> 343 us); without the mask the store hides under the softmax and the
+    # regroup's two PSUM copies per 128 rows only add to VectorE/ScalarE (433 -> 443 us), as they do
+    # when the log-sum-exp's instructions already load them (the fused op: 365 -> 384 us)
+    regroup = causal and lse_out is None and _Regroup.fits(kb, out, L, Ev)
     # K^T, Q^T and V of a head live in one of two buffer sets allocated up front, so the next head's
     # loads overlap this head's compute without waiting for bytes its temporaries used
     per_head = len(e_chunks) * (S + L) * mdt.itemsize + len(v_chunks) * Ev * mdt.itemsize
@@ -95,9 +102,14 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     if per_head > room:
         raise NotImplementedError(f"attention: K^T, Q^T and V of one head ({per_head} bytes per partition) "
                                   f"do not fit SBUF; sequence too long for the resident-KV kernel")
+    if regroup and per_head + _Regroup.bytes_per_partition(L, Ev, out.dtype) > room:
+        regroup = False
     sets = 2 if B * H > 1 and 2 * per_head <= room else 1
     buffers = [([kb.tile(ec, (S,), mdt) for _, ec in e_chunks], [kb.tile(ec, (L,), mdt) for _, ec in e_chunks],
                 _v_tiles(kb, s_blocks, v, S, Ev, mdt)) for _ in range(sets)]
+    lanes = 2 if len(ev_slices) == 1 else 1
+    span, lookahead = _span_banks(kb, len(s_blocks), lanes, len(ev_slices), regroup)
+    bal = _Balance(kb)
     head = 0
     # the log-sum-exp is collected per batch as [128 queries, (query tile, head) columns], two
     # instructions per query tile, and stored once per batch: laid out [B, L, H] (heads inner, as
@@ -107,7 +119,6 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     lm = ctx.call.outputs[lse_out] if lse_out is not None else None
     heads_inner = lm is not None and lm.ndim >= 2 and H > 1 and lm.stride[-2] < lm.stride[-1]
     dense_rows = lm is not None and lm.stride[-1] == 1 and L % P == 0 and (lm.ndim < 2 or lm.stride[-2] == L or H == 1)
-    n_qt = ceil_div(L, P)
     for b in range(B):
         lse_all = kb.tile(P, (n_qt * H,), F32) if heads_inner or dense_rows else None
         for h in range(H):
@@ -115,38 +126,50 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
             kt, qt, vt_buf = buffers[head % len(buffers)]
             head += 1
             vt = _load_head(ctx, q_in, kt, qt, vt_buf, e_chunks, b, h, hk, dt)
-            # the (query tile, key block) work items of this head; causal skips the blocks entirely
-            # above the diagonal. Two query tiles are in flight, their blocks alternating.
-            per_tile = [[(q0, min(P, L - q0), s0, sb) for s0, sb in s_blocks
-                         if not (causal and s0 > q0 + min(P, L - q0) - 1)] for q0 in range(0, L, P)]
-            lanes = 2 if len(ev_slices) == 1 else 1
-            items = [it for tile_items in per_tile for it in tile_items]
-            last_of = {q0: i for i, (q0, _, _, _) in enumerate(items)}
+            # the (query tile, key span) work items of this head: a span is up to `span` consecutive
+            # key blocks whose softmax statistics are taken at once (one row max, one exp); causal
+            # leaves out the blocks entirely above the diagonal. Two query tiles are in flight.
+            items = []
+            for q0 in range(0, L, P):
+                lq = min(P, L - q0)
+                vis = [(s0, sb) for s0, sb in s_blocks if not (causal and s0 > q0 + lq - 1)]
+                items += [(q0, lq, vis[j:j + span]) for j in range(0, len(vis), span)]
+            last_of = {q0: i for i, (q0, _, _) in enumerate(items)}
             state: dict[int, dict] = {}
             finished: list[list[AP]] = []
             lse_row = kb.tile(1, (L,), F32) if lse_out is not None and lse_all is None else None
+            rg = _Regroup(kb, q_out, ctx.outputs[0], out, b, h, L, Ev, bal) if regroup else None
 
-            def seen(q0: int, lq: int, s0: int, sb: int) -> int:
-                """Key columns of a block the tile's queries can see: under the causal mask the keys
+            def seen(q0: int, lq: int, s_lo: int, width: int) -> int:
+                """Key columns of a span the tile's queries can see: under the causal mask the keys
                 past the tile's last query are hidden from every row, so they are never computed."""
-                return min(sb, q0 + lq - s0) if causal else sb
+                return min(width, q0 + lq - s_lo) if causal else width
 
             def scores_of(i: int, *, items=items, qt=qt, kt=kt) -> AP:
-                q0, lq, s0, sb = items[i]
-                se = seen(q0, lq, s0, sb)
-                sc_t = kb.psum_tile(lq, (sb,))
-                for j, (e0, ec) in enumerate(e_chunks):
-                    kb.emit(LoadStationary(src=qt[j].view(q0, [(1, lq)])))
-                    kb.emit(MultiplyMoving(moving=kt[j].view(s0, [(1, se)]), dst=sc_t.view(0, [(1, se)]),
-                                           accumulate=j > 0))
+                q0, lq, blocks = items[i]
+                s_lo = blocks[0][0]
+                se = seen(q0, lq, s_lo, sum(sb for _, sb in blocks))
+                # the span's blocks in adjacent PSUM banks: one block per bank, the row statistics read
+                # across them
+                sc_t = kb.psum_tile(lq, (len(blocks) * S_BLOCK,), banks=len(blocks))
+                for s0, sb in blocks:
+                    seen_b = min(sb, se - (s0 - s_lo))
+                    for j, (e0, ec) in enumerate(e_chunks):
+                        kb.emit(LoadStationary(src=qt[j].view(q0, [(1, lq)])))
+                        kb.emit(MultiplyMoving(moving=kt[j].view(s0, [(1, seen_b)]),
+                                               dst=sc_t.view(s0 - s_lo, [(1, seen_b)]), accumulate=j > 0))
+                if causal and s_lo + se - 1 > q0:
+                    _mask_causal_on_tensor(kb, sc_t, causal_masks, q0, lq, s_lo, se, scale, mdt)
                 return sc_t
 
             def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
-                      last_of=last_of, vt=vt, lse_row=lse_row, lse_all=lse_all):
+                      last_of=last_of, vt=vt, lse_row=lse_row, lse_all=lse_all, rg=rg):
                 """Emit work item i stage by stage; each ``yield`` lets the other lane emit its stage,
                 so every engine's program order alternates between two independent chains."""
-                nonlocal neg_big, turn
-                q0, lq, s0, sb = items[i]
+                nonlocal neg_big
+                q0, lq, blocks = items[i]
+                s_lo = blocks[0][0]
+                width = sum(sb for _, sb in blocks)
                 st_q = state.get(q0)
                 first = st_q is None
                 if first:
@@ -154,85 +177,32 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                                         "total": kb.tile(lq, (1,), F32)}
                 acc, total = st_q["acc"], st_q["total"]
                 # the logits the softmax reads, and the factor still to apply to them
-                se = seen(q0, lq, s0, sb)
+                se = seen(q0, lq, s_lo, width)
                 logits, factor, tmp = scores.view(0, [(1, se)]), scale, None
-                if causal and s0 + se - 1 > q0:
-                    _mask_causal_in_psum(kb, scores, causal_masks, q0, lq, s0, se, fill)
-                elif mask is not None and mask_st is not None:  # one implies the other
-                    tmp = kb.tile(lq, (sb,), F32)
-                    neg_big = _apply_explicit_mask(ctx, q_mask, scores, tmp, mask_st, neg_big, scale, b, h, q0, lq,
-                                                   s0, sb)
+                if mask is not None and mask_st is not None:  # one implies the other
+                    tmp = kb.tile(lq, (width,), F32)
+                    neg_big = _apply_explicit_mask(ctx, q_mask, scores.view(0, [(1, width)]), tmp, mask_st, neg_big,
+                                                   scale, b, h, q0, lq, s_lo, width)
                     logits, factor = tmp, 1.0
-                # row max of factor * logits, negated (VectorE, straight from PSUM)
-                nmb = kb.tile(lq, (1,), F32)
-                kb.emit(TensorReduce(alu=Alu.MAX if factor > 0 else Alu.MIN, inp=logits, out=nmb, negate=True))
-                if factor != 1.0:
-                    kb.emit(Activation(func=Act.COPY, inp=nmb, out=nmb, scale=factor))
-                if mask is not None and first:
-                    # a row the mask hides completely keeps a finite max (exp(-inf - -inf) is NaN)
-                    kb.emit(TensorScalar(inp=nmb, out=nmb, alu0=Alu.MIN, scalar0=FLT_MAX))
+                nmb = _row_max(kb, bal, logits, factor, mask is not None and first)
                 yield
-                p = kb.tile(lq, (sb,), pdt)
-                perm = vt[s0][0] == "perm"
-                p_seen = p.view(0, [(1, se)])
-                if se < sb and perm:
-                    # V's block layout mixes the hidden keys into every chunk: their probabilities are 0
-                    kb.emit(Memset(out=p.view(se, [(1, sb - se)]), value=0.0))
-                corr = None
-                if first:
-                    kb.emit(Activation(func=Act.EXP, inp=logits, out=p_seen, scale=factor, bias=nmb, accum_out=total))
-                else:
-                    neg_m = st_q["neg_m"]
-                    corr = kb.tile(lq, (1,), F32)
-                    part = kb.tile(lq, (1,), F32)
-                    kb.emit(TensorTensor(alu=Alu.MIN, in0=neg_m, in1=nmb, out=nmb))        # -(new max)
-                    kb.emit(Activation(func=Act.EXP, inp=neg_m, out=corr, scale=-1.0, bias=nmb))
-                    kb.emit(Activation(func=Act.EXP, inp=logits, out=p_seen, scale=factor, bias=nmb, accum_out=part))
-                    # total = total * corr + part, on ScalarE (per-partition scale and bias)
-                    kb.emit(Activation(func=Act.COPY, inp=total, out=total, scale=corr, bias=part))
-                    kb.release(part, neg_m)
-                st_q["neg_m"] = nmb   # the block's -(max) becomes the running one (no copy)
+                p, corr = _exponentiate(kb, bal, st_q, first, logits, factor, nmb, blocks, vt, se, pdt)
                 yield
                 # p^T, 128 keys at a time, through PSUM into SBUF; the accumulator is rescaled meanwhile
-                nck = ceil_div(sb, P)
-                # the row layout needs only the chunks holding seen keys
-                used = nck if perm else ceil_div(se, P)
-                width = sb if perm else se
-                # the transposes land in the scores' own bank (the exp has read it): PSUM holds two
-                # lanes x (two score blocks + accumulator) this way. With V's block layout, chunk c
-                # takes keys s0 + c, s0 + c + nck, ... (the keys V's partitions hold)
-                pT_ps = scores.with_dtype(pdt).view(0, [(1, nck * lq)], partitions=P)
-                for c in range(used):
-                    sc = min(P, width - c * P)
-                    src = p.view(c, [(nck, sc)]) if perm else p.view(c * P, [(1, sc)])
-                    kb.emit(TensorTranspose(src=src, dst=pT_ps.view(c * lq, [(1, lq)], partitions=sc)))
+                chunks = _transpose_probs(kb, p, scores, blocks, vt, s_lo, se, lq, Ev, pdt)
                 if corr is not None:
                     for a in acc:
-                        kb.emit(TensorScalar(inp=a, out=a, alu0=Alu.MULTIPLY, scalar0=corr))
+                        bal.emit(TensorScalar(inp=a, out=a, alu0=Alu.MULTIPLY, scalar0=corr))
                     kb.release(corr)
                 yield
-                pT = kb.tile(P, (nck * lq,), pdt)
-                full = width // P
-                rng = [(0, full * lq, P)] if full else []
-                if width % P:
-                    rng.append((full * lq, lq, width % P))
-                for start, cols, parts in rng:
-                    src = pT_ps.view(start, [(1, cols)], partitions=parts)
-                    dst = pT.view(start, [(1, cols)], partitions=parts)
-                    # VectorE carries the max and the rescales: ScalarE takes 2 of 3 copies
-                    if turn % 3:
-                        kb.emit(Activation(func=Act.COPY, inp=src, out=dst))
-                    else:
-                        kb.copy(src, dst)
-                    turn += 1
+                pT = kb.tile(P, (len(chunks) * P,), pdt)
+                _evacuate_probs(kb, bal, scores.with_dtype(pdt), pT, chunks, lq)
                 yield
-                for c in range(used):
-                    sc = min(P, width - c * P)
-                    kb.emit(LoadStationary(src=pT.view(c * lq, [(1, lq)], partitions=sc)))
-                    vtile = vt[s0][2].view(c * Ev, [(1, Ev)]) if perm else vt[s0 + c * P][2].rows(0, sc)
+                for n, (sc, vtile) in enumerate(chunks):
+                    kb.emit(LoadStationary(src=pT.view(n * P, [(1, lq)], partitions=sc)))
                     for (e0, w), a in zip(ev_slices, acc):
                         kb.emit(MultiplyMoving(moving=vtile.view(e0, [(1, w)]), dst=a,
-                                               accumulate=not (first and c == 0)))
+                                               accumulate=not (first and n == 0)))
                 kb.release(scores, p, pT, *([tmp] if tmp is not None else []))
                 if last_of[q0] != i:
                     return
@@ -241,10 +211,14 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 neg_m = st_q["neg_m"]
                 ot = kb.tile(lq, (Ev,), out.dtype)
                 for (e0, w), a in zip(ev_slices, acc):
-                    kb.emit(TensorScalar(inp=a, out=ot.view(e0, [(1, w)]), alu0=Alu.DIVIDE, scalar0=total))
-                store(kb, q_out, ot, ctx.outputs[0], out.dtype, _head_offset(out, b, h) + q0 * out.stride[-2],
-                      out.stride[-2], lq, [(out.stride[-1], Ev)])
+                    bal.emit(TensorScalar(inp=a, out=ot.view(e0, [(1, w)]), alu0=Alu.DIVIDE, scalar0=total))
                 extra = []
+                if rg is not None:
+                    rg.add(ot, q0)
+                else:
+                    store(kb, q_out, ot, ctx.outputs[0], out.dtype, _head_offset(out, b, h) + q0 * out.stride[-2],
+                          out.stride[-2], lq, [(out.stride[-1], Ev)])
+                    extra.append(ot)
                 if lse_all is not None:
                     # log(sum) + max straight into the batch's [query, tile x head] collection
                     c = (q0 // P) * H + h if heads_inner else h * n_qt + q0 // P
@@ -262,11 +236,11 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 del state[q0]
                 # released one finished tile late: the next tile's accumulator gets another bank, so
                 # its first matmul does not wait for this tile's evacuation
-                finished.append([*acc, neg_m, total, ot, *extra])
+                finished.append([*acc, neg_m, total, *extra])
                 if len(finished) > 1:
                     kb.release(*finished.pop(0))
 
-            # lane k runs query tiles k, k + lanes, ... one block after the other; the lanes advance
+            # lane k runs query tiles k, k + lanes, ... one span after the other; the lanes advance
             # stage by stage in turn, so two independent softmax chains share the engines
             def lane(k: int, *, items=items, lanes=lanes):
                 mine = [i for i, it in enumerate(items) if (it[0] // P) % lanes == k]
@@ -276,13 +250,14 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                 for n, i in enumerate(mine):
                     gen = block(i, upcoming)
                     next(gen, None)
-                    # TensorE computes the lane's next scores block while this one's softmax runs
-                    # (PSUM: per lane two score blocks and the accumulator, plus a finished one)
-                    if n + 1 < len(mine):
+                    # with PSUM to spare, TensorE computes the lane's next scores while this softmax runs
+                    if lookahead and n + 1 < len(mine):
                         upcoming = scores_of(mine[n + 1])
                     yield
                     for _ in gen:
                         yield
+                    if not lookahead and n + 1 < len(mine):
+                        upcoming = scores_of(mine[n + 1])
 
             active = [lane(k) for k in range(lanes)]
             while active:
@@ -291,11 +266,12 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
                         next(gen)
                     except StopIteration:
                         active.remove(gen)
+            held_rg = rg.finish() if rg is not None else []
             if lse_row is not None and lse_out is not None:  # one implies the other
                 lm = ctx.call.outputs[lse_out]
                 lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0) + h * lm.stride[-2]
                 kb.dma(q_out, lse_row, hbm(ctx.outputs[lse_out], 1, 0, [(lm.stride[-1], L)], lm.dtype, offset=lo))
-            held_q = [t for group in finished for t in group] + ([lse_row] if lse_row is not None else [])
+            held_q = [t for group in finished for t in group] + ([lse_row] if lse_row is not None else []) + held_rg
             kb.release(*held_bh)
             held_bh = list(held_q)
         if lse_all is not None and lm is not None and lse_out is not None:  # one implies the others
@@ -309,6 +285,197 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
         kb.release(*kt, *qt, *(t for *_, t in vts))
     if neg_big is not None:
         kb.release(neg_big)
+
+
+def _span_banks(kb, n_blocks: int, lanes: int, n_acc: int, regroup: bool) -> tuple[int, bool]:
+    """(key blocks per span, whether a lane's next scores are computed ahead) that PSUM holds: per
+    lane its span's banks (twice with lookahead) and its accumulator, one finished accumulator, and
+    the bank the regrouped output passes through. Lookahead comes first: in this two-lane schedule
+    the softmax chain's latency, not engine time, sets the pace, and one-block spans with TensorE
+    ahead beat two-block spans without it ([1, 16, 1024, 128] causal BF16 on trn1: 331 against 355
+    us). A wider span is taken only where lookahead does not fit anyway; it saves the online
+    rescaling between blocks (four small instructions and a pass over the accumulator each)."""
+    banks = kb.spec.psum_bytes_per_partition // kb.spec.psum_bank_bytes
+    fixed = n_acc + (1 if regroup else 0)
+    if lanes * (2 + n_acc) + fixed <= banks:
+        return 1, True
+    return max(1, min(n_blocks, (banks - fixed) // lanes - n_acc)), False
+
+
+class _Balance:
+    """The VectorE and ScalarE time the kernel has queued so far (each instruction's published cost
+    plus the dependent-instruction overhead), so work either engine can do (a PSUM evacuation, a
+    small rescale) goes where it ends first."""
+
+    def __init__(self, kb):
+        self.kb = kb
+        self.load = {Engine.VECTOR: 0.0, Engine.SCALAR: 0.0}
+        self.turn = 0
+
+    def cost(self, ins) -> float:
+        spec = self.kb.spec
+        return (ins.cycles(spec) + spec.dependent_overhead_cycles) / spec.clock_hz(ins.engine.value)
+
+    def emit(self, ins):
+        if ins.engine in self.load:
+            self.load[ins.engine] += self.cost(ins)
+        return self.kb.emit(ins)
+
+    def emit_either(self, on_vector, on_scalar):
+        """Emit whichever of two equivalent instructions would end first."""
+        a, b = self.load[Engine.VECTOR] + self.cost(on_vector), self.load[Engine.SCALAR] + self.cost(on_scalar)
+        return self.emit(on_vector if a <= b else on_scalar)
+
+    def split(self, n: int, on_vector: float, on_scalar: float) -> int:
+        """How many of n equal pieces ScalarE takes (each costing on_scalar there, on_vector on VectorE)
+        so that both engines end as early as possible."""
+        lv, ls = self.load[Engine.VECTOR], self.load[Engine.SCALAR]
+        return min(range(n + 1), key=lambda a: (max(ls + a * on_scalar, lv + (n - a) * on_vector), -a))
+
+
+def _row_max(kb, bal: _Balance, logits: AP, factor: float, guard: bool) -> AP:
+    """-(row max of factor * logits), VectorE reading the scores straight from PSUM; ``guard`` keeps a
+    row an explicit mask hides completely finite (exp(-inf - -inf) is NaN)."""
+    nmb = kb.tile(logits.partitions, (1,), F32)
+    bal.emit(TensorReduce(alu=Alu.MAX if factor > 0 else Alu.MIN, inp=logits, out=nmb, negate=True))
+    if factor != 1.0:
+        bal.emit_either(TensorScalar(inp=nmb, out=nmb, alu0=Alu.MULTIPLY, scalar0=factor),
+                        Activation(func=Act.COPY, inp=nmb, out=nmb, scale=factor))
+    if guard:
+        bal.emit(TensorScalar(inp=nmb, out=nmb, alu0=Alu.MIN, scalar0=FLT_MAX))
+    return nmb
+
+
+def _exponentiate(kb, bal: _Balance, st_q: dict, first: bool, logits: AP, factor: float, nmb: AP, blocks, vt: dict,
+                  se: int, pdt: DType) -> tuple[AP, AP | None]:
+    """p = exp(factor * logits - m) on ScalarE with the row sum in the same instruction; after the
+    first span the running max and sum are updated (the correction exp(m_old - m_new) is returned for
+    the accumulator). Returns (p, correction or None)."""
+    lq = logits.partitions
+    s_lo = blocks[0][0]
+    p = kb.tile(lq, (sum(sb for _, sb in blocks),), pdt)
+    for s0, sb in blocks:
+        seen_b = se - (s0 - s_lo)
+        if seen_b < sb and vt[s0][0] == "perm":
+            # V's block layout mixes the hidden keys into every chunk: their probabilities are 0
+            bal.emit(Memset(out=p.view(s0 - s_lo + seen_b, [(1, sb - seen_b)]), value=0.0))
+    p_seen = p.view(0, [(1, se)])
+    total = st_q["total"]
+    corr = None
+    if first:
+        bal.emit(Activation(func=Act.EXP, inp=logits, out=p_seen, scale=factor, bias=nmb, accum_out=total))
+    else:
+        neg_m = st_q["neg_m"]
+        corr = kb.tile(lq, (1,), F32)
+        part = kb.tile(lq, (1,), F32)
+        bal.emit(TensorTensor(alu=Alu.MIN, in0=neg_m, in1=nmb, out=nmb))        # -(new max)
+        bal.emit(Activation(func=Act.EXP, inp=neg_m, out=corr, scale=-1.0, bias=nmb))
+        bal.emit(Activation(func=Act.EXP, inp=logits, out=p_seen, scale=factor, bias=nmb, accum_out=part))
+        # total = total * corr + part, on ScalarE (per-partition scale and bias)
+        bal.emit(Activation(func=Act.COPY, inp=total, out=total, scale=corr, bias=part))
+        kb.release(part, neg_m)
+    st_q["neg_m"] = nmb   # the span's -(max) becomes the running one (no copy)
+    return p, corr
+
+
+def _transpose_probs(kb, p: AP, scores: AP, blocks, vt: dict, s_lo: int, se: int, lq: int, Ev: int,
+                     pdt: DType) -> list[tuple[int, AP]]:
+    """p^T on TensorE, 128 keys at a time, into the scores' own banks (the exp has read them), chunk n
+    at column n * 128 so no transpose crosses a bank. With V's block layout chunk c of a block takes
+    keys s0 + c, s0 + c + nck, ... (the keys V's partitions hold); the row layout needs only the chunks
+    holding seen keys. Returns per chunk (keys, the V rows it multiplies)."""
+    P = kb.spec.partitions
+    pT_ps = scores.with_dtype(pdt)
+    chunks: list[tuple[AP, int, AP]] = []
+    for s0, sb in blocks:
+        off = s0 - s_lo
+        kind, nck, t = vt[s0]
+        if kind == "perm":
+            chunks += [(p.view(off + c, [(nck, P)]), P, t.view(c * Ev, [(1, Ev)])) for c in range(nck)]
+        else:
+            seen_b = min(sb, se - off)
+            for c0 in range(0, seen_b, P):
+                sc = min(P, seen_b - c0)
+                chunks.append((p.view(off + c0, [(1, sc)]), sc, vt[s0 + c0][2].rows(0, sc)))
+    for n, (src, sc, _) in enumerate(chunks):
+        kb.emit(TensorTranspose(src=src, dst=pT_ps.view(n * P, [(1, lq)], partitions=sc)))
+    return [(sc, vrows) for _, sc, vrows in chunks]
+
+
+def _evacuate_probs(kb, bal: _Balance, pT_ps: AP, pT: AP, chunks, lq: int) -> None:
+    """Copy the transposed chunks from PSUM to SBUF, shared between ScalarE and VectorE by what each
+    has queued (a PSUM copy costs N cycles on either, at their own clocks and performance modes)."""
+    P = kb.spec.partitions
+
+    def span(t: AP, a: int, n: int, parts: int) -> AP:
+        return t.view(a * P, [(1, n * P)] if lq == P else [(P, n), (1, lq)], partitions=parts)
+
+    runs: list[tuple[int, int, int]] = []   # (first chunk, count, partitions)
+    for n, (sc, _) in enumerate(chunks):
+        if runs and runs[-1][2] == sc:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1, sc)
+        else:
+            runs.append((n, 1, sc))
+    # one engine per span: splitting it would make the p v matmuls wait for both
+    for a, n, parts in runs:
+        src, dst = span(pT_ps, a, n, parts), span(pT, a, n, parts)
+        bal.emit(Activation(func=Act.COPY, inp=src, out=dst) if bal.turn % 3 else TensorCopy(inp=src, out=dst))
+        bal.turn += 1
+
+
+def _overhead(kb, engine) -> float:
+    return kb.spec.dependent_overhead_cycles / kb.spec.clock_hz(engine.value)
+
+
+class _Regroup:
+    """A head's output, regrouped on chip so it leaves in long runs. Its rows (Ev values) are below the
+    DMA descriptor knee when stored per 128-query tile (one descriptor a row: a [1024, 128] BF16 head
+    is 1,024 descriptors of 256 bytes, each charged as 2,400). Each finished tile is transposed on
+    TensorE into the head's [Ev, L] collection; at the head's end, transposing its columns g apart
+    (g = L / 128) gives partition p the queries g*p .. g*p + g - 1: one store of 128 runs of g*Ev values.
+    Costs per 128 queries two 128-column TensorE transposes and two PSUM copies."""
+
+    def __init__(self, kb, queue: int, tensor: int, out, b: int, h: int, L: int, Ev: int, bal: _Balance):
+        self.kb, self.queue, self.tensor, self.out, self.bal = kb, queue, tensor, out, bal
+        self.L, self.Ev, self.g = L, Ev, L // kb.spec.partitions
+        self.offset = _head_offset(out, b, h)
+        self.cols = kb.tile(Ev, (L,), out.dtype)
+
+    @staticmethod
+    def fits(kb, out, L: int, Ev: int) -> bool:
+        P = kb.spec.partitions
+        return (out.dtype.itemsize == 2 and L % P == 0 and L > P and Ev <= P and out.stride[-1] == 1
+                and out.stride[-2] == Ev and Ev * out.dtype.itemsize < kb.spec.dma_descriptor_knee_bytes)
+
+    @staticmethod
+    def bytes_per_partition(L: int, Ev: int, dtype: DType) -> int:
+        return 2 * L * dtype.itemsize   # the [Ev, L] collection and the [128, g * Ev] regrouped rows
+
+    def add(self, ot: AP, q0: int) -> None:
+        kb = self.kb
+        ps = kb.psum_tile(self.Ev, (ot.partitions,), self.out.dtype)
+        kb.emit(TensorTranspose(src=ot, dst=ps))
+        dst = self.cols.view(q0, [(1, ot.partitions)])
+        self.bal.emit_either(TensorCopy(inp=ps, out=dst), Activation(func=Act.COPY, inp=ps, out=dst))
+        kb.release(ps, ot)
+
+    def finish(self) -> list[AP]:
+        """Regroup and store the head; returns the tiles to release once the next head is done (so
+        its temporaries do not wait for this store to read them)."""
+        kb, Ev, g = self.kb, self.Ev, self.g
+        P = kb.spec.partitions
+        rows = kb.tile(P, (g * Ev,), self.out.dtype)
+        per_bank = max(1, kb.spec.psum_bank_bytes // (Ev * self.out.dtype.itemsize))
+        for j0 in range(0, g, per_bank):
+            nj = min(per_bank, g - j0)
+            ps = kb.psum_tile(P, (nj * Ev,), self.out.dtype)
+            for j in range(j0, j0 + nj):
+                kb.emit(TensorTranspose(src=self.cols.view(j, [(g, P)]), dst=ps.view((j - j0) * Ev, [(1, Ev)])))
+            dst = rows.view(j0 * Ev, [(1, nj * Ev)])
+            self.bal.emit_either(TensorCopy(inp=ps, out=dst), Activation(func=Act.COPY, inp=ps, out=dst))
+            kb.release(ps)
+        kb.dma(self.queue, rows, hbm(self.tensor, P, g * Ev, [(1, g * Ev)], self.out.dtype, offset=self.offset))
+        return [self.cols, rows]
 
 
 def _head_offset(meta, b: int, h: int) -> int:
@@ -365,21 +532,35 @@ def _load_head(ctx: LoweringContext, q_in: list[int], kt: list[AP], qt: list[AP]
     return vt
 
 
-def _mask_causal_in_psum(kb, scores: AP, causal_masks: dict, q0: int, lq: int, s0: int, se: int,
-                         fill: float) -> None:
-    """Add the causal triangle's -inf to a diagonal scores block in place in PSUM: only the columns
-    past the first query's key hold a triangle; the additive mask tile is made once per offset."""
+# what the causal mask adds to a hidden score: finite (the identity's zeros times it must be 0, not
+# NaN) and beyond any score, so exp(scale * (s - 2^100) - m) underflows to exactly 0 as exp(-inf)
+_HIDDEN = 2.0 ** 100
+
+
+def _mask_causal_on_tensor(kb, scores: AP, causal_masks: dict, q0: int, lq: int, s0: int, se: int, scale: float,
+                           mdt: DType) -> None:
+    """Add the causal triangle to a diagonal scores span in PSUM on TensorE: identity^T @ mask
+    accumulates into the columns past the first query's key (one 128-column matmul, where an add on
+    VectorE would cost a PSUM pass and a step of the softmax chain). The mask tile (0 where key j <=
+    query i, else -2^100 for a positive scale) and the identity are made once on GpSimdE."""
+    P = kb.spec.partitions
     t0 = max(0, q0 - s0)
     key = (q0 - s0 - t0, lq, se - t0)
+    if "identity" not in causal_masks:
+        ident = kb.tile(P, (P,), mdt)
+        kb.emit(Memset(out=ident, value=1.0))
+        kb.emit(AffineSelect(inp=ident, out=ident, cmp=Alu.IS_GE, channel_multiplier=1, coefs=(-1,), fill=0.0))
+        kb.emit(AffineSelect(inp=ident, out=ident, cmp=Alu.IS_GE, channel_multiplier=-1, coefs=(1,), fill=0.0))
+        causal_masks["identity"] = ident
     if key not in causal_masks:
-        mt = kb.tile(lq, (se - t0,), F32)
+        mt = kb.tile(lq, (se - t0,), mdt)
         kb.emit(Memset(out=mt, value=0.0))
-        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0; else -inf
+        # keep 0 where key j <= query i, i.e. (q0 + p) - (s0 + t0 + f) >= 0
         kb.emit(AffineSelect(inp=mt, out=mt, cmp=Alu.IS_GE, base=q0 - s0 - t0, channel_multiplier=1,
-                             coefs=(-1,), fill=fill))
+                             coefs=(-1,), fill=-_HIDDEN if scale > 0 else _HIDDEN))
         causal_masks[key] = mt
-    tri = scores.view(t0, [(1, se - t0)])
-    kb.emit(TensorTensor(alu=Alu.ADD, in0=tri, in1=causal_masks[key], out=tri))
+    kb.emit(LoadStationary(src=causal_masks["identity"].rows(0, lq).view(0, [(1, lq)])))
+    kb.emit(MultiplyMoving(moving=causal_masks[key], dst=scores.view(t0, [(1, se - t0)]), accumulate=True))
 
 
 def _apply_explicit_mask(ctx: LoweringContext, q_mask: int, scores: AP, tmp: AP, mask_st, neg_big: AP | None,
