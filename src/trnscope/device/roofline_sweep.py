@@ -459,7 +459,10 @@ def markdown(rows: list[Row], seconds: float) -> str:
         "the kernel; ratio = time / bound (1.0 is the roofline). MBU counts every byte the kernel read and "
         "wrote (docs/cost-model.md, Metrics). Source: `src/trnscope/device/roofline_sweep.py`.", "",
         "On trn1 one NeuronCore's 16 DMA engines move 272 GB/s against 410 GB/s of HBM, so a kernel that "
-        "stages every byte through SBUF is at least 1.51x its HBM bound there (trn2: 368 vs 362 GB/s).", ""]
+        "stages every byte through SBUF is at least 1.51x its HBM bound there (trn2: 368 vs 362 GB/s).", "",
+        "The trn2 columns time one physical core (LNC=1: its own engines and its share of the pair's HBM "
+        "bandwidth). At trn2's default LNC=2 a logical core is the pair, and kernels split their stores "
+        "over both cores (docs/cost-model.md, Logical NeuronCores); this report does not time that yet.", ""]
     for target in TARGETS:
         rs = [r for r in timed if r.target == target]
         if not rs:
