@@ -304,8 +304,9 @@ def _span_banks(kb, n_blocks: int, lanes: int, n_acc: int, regroup: bool) -> tup
 
 class _Balance:
     """The VectorE and ScalarE time the kernel has queued so far (each instruction's published cost
-    plus the dependent-instruction overhead), so work either engine can do (a PSUM evacuation, a
-    small rescale) goes where it ends first."""
+    plus the dependent-instruction overhead), so a small step either engine can do (a rescale) goes
+    where it ends first; ``turn`` counts the probability evacuations, which alternate by a fixed
+    share (:func:`_evacuate_probs`)."""
 
     def __init__(self, kb):
         self.kb = kb
@@ -325,12 +326,6 @@ class _Balance:
         """Emit whichever of two equivalent instructions would end first."""
         a, b = self.load[Engine.VECTOR] + self.cost(on_vector), self.load[Engine.SCALAR] + self.cost(on_scalar)
         return self.emit(on_vector if a <= b else on_scalar)
-
-    def split(self, n: int, on_vector: float, on_scalar: float) -> int:
-        """How many of n equal pieces ScalarE takes (each costing on_scalar there, on_vector on VectorE)
-        so that both engines end as early as possible."""
-        lv, ls = self.load[Engine.VECTOR], self.load[Engine.SCALAR]
-        return min(range(n + 1), key=lambda a: (max(ls + a * on_scalar, lv + (n - a) * on_vector), -a))
 
 
 def _row_max(kb, bal: _Balance, logits: AP, factor: float, guard: bool) -> AP:
@@ -403,8 +398,9 @@ def _transpose_probs(kb, p: AP, scores: AP, blocks, vt: dict, s_lo: int, se: int
 
 
 def _evacuate_probs(kb, bal: _Balance, pT_ps: AP, pT: AP, chunks, lq: int) -> None:
-    """Copy the transposed chunks from PSUM to SBUF, shared between ScalarE and VectorE by what each
-    has queued (a PSUM copy costs N cycles on either, at their own clocks and performance modes)."""
+    """Copy the transposed chunks from PSUM to SBUF, one span per instruction, in turn two spans on
+    ScalarE for one on VectorE (a PSUM copy costs N cycles on either; VectorE also carries the row
+    max and the rescales, so ScalarE takes the larger share)."""
     P = kb.spec.partitions
 
     def span(t: AP, a: int, n: int, parts: int) -> AP:
@@ -421,10 +417,6 @@ def _evacuate_probs(kb, bal: _Balance, pT_ps: AP, pT: AP, chunks, lq: int) -> No
         src, dst = span(pT_ps, a, n, parts), span(pT, a, n, parts)
         bal.emit(Activation(func=Act.COPY, inp=src, out=dst) if bal.turn % 3 else TensorCopy(inp=src, out=dst))
         bal.turn += 1
-
-
-def _overhead(kb, engine) -> float:
-    return kb.spec.dependent_overhead_cycles / kb.spec.clock_hz(engine.value)
 
 
 class _Regroup:
