@@ -34,7 +34,9 @@ SAMPLE = ["aten::add.Tensor", "aten::exp", "aten::gelu", "aten::sum.dim_IntList"
           # ops fused into scalar_tensor_tensor): held to their new ratios
           "aten::floor_divide.Scalar", "aten::floor_divide", "aten::fmod.Tensor", "aten::logaddexp",
           "aten::xlogy.Tensor", "aten::elu", "aten::nan_to_num", "aten::sinc", "aten::smooth_l1_loss",
-          "aten::binary_cross_entropy", "aten::copysign.Scalar", "aten::lerp.Scalar", "aten::fmod.Scalar"]
+          "aten::binary_cross_entropy", "aten::copysign.Scalar", "aten::lerp.Scalar", "aten::fmod.Scalar",
+          # the gemm blocking planned for a bmm's whole sequence of batches; a full bias loaded per block ahead
+          "aten::bmm", "aten::baddbmm"]
 
 
 def _baseline() -> dict:

@@ -123,6 +123,9 @@ class _Shape:
     spec: HardwareSpec
     a_transposed: bool   # A^T tiles arrive by DMA transpose (a row-major A)
     b_transposed: bool   # B tiles arrive by DMA transpose (B = W.t() of a row-major W)
+    batches: int = 1     # gemms sharing the buffers (a bmm's): their loads overlap, one fill in all
+    bias_kind: str | None = None   # Bias.kind: a row or full bias is added by VectorE on the way out
+    bias_itemsize: int = 0         # bytes per element of a full bias as its tiles are loaded
 
 
 def _tile_ns(nbytes: int, spec: HardwareSpec, transposed: bool) -> float:
@@ -155,21 +158,35 @@ def estimate_gemm_ns(sh: _Shape, nb: int, mb: int, kc: int) -> tuple[float, int,
            + b_desc * _tile_ns(ncols * sh.itemsize, spec, sh.b_transposed)
            + sh.M * nblk_n * _tile_ns(ncols * sh.out_itemsize, spec, False)) / spec.dma_engines
     # evacuation: one instruction per (M tile, slice, chunk); the first chunk's on ScalarE, the rest
-    # (accumulation into SBUF, the last one into the output tile) on VectorE
+    # (accumulation into SBUF, the last one into the output tile) on VectorE. A row or full bias
+    # is a second tensor, which only VectorE's tensor_tensor adds: every evacuation that carries it
+    # (the first chunk's with several, else the only one) moves to VectorE.
     per = max(spec.min_ii_cycles, min(sh.N, spec.gemm_moving_fmax)) + spec.dependent_overhead_cycles
     evac = mtiles * slices
-    act = evac * per / spec.scalar_clock_hz * 1e9 * (1 if multi else 0.5)
-    vec = evac * per / spec.vector_clock_hz * 1e9 * ((nchunks - 1) if multi else 0.5)
+    if sh.bias_kind in ("row", "full"):
+        act_share, vec_share = 0.0, float(nchunks if multi else 1)
+    else:
+        act_share, vec_share = (1.0, float(nchunks - 1)) if multi else (0.5, 0.5)
+    act = evac * per / spec.scalar_clock_hz * 1e9 * act_share
+    vec = evac * per / spec.vector_clock_hz * 1e9 * vec_share
+    if sh.bias_kind == "full":
+        # one bias tile per (M tile, N block): a descriptor per output row of the block
+        dma += sh.M * nblk_n * _tile_ns(ncols * sh.bias_itemsize, spec, False) / spec.dma_engines
     fill_bytes = kc * P_ * (mcols + ncols) * sh.itemsize
     fill = 2 * spec.dma_fixed_latency_ns + fill_bytes / (spec.dma_effective_bytes_per_ns * spec.dma_engines)
     need = (2 * kc * (nb + mb) * sh.itemsize + max(2, ceil_div(mb, mt)) * nb * sh.out_itemsize
             + (ceil_div(mb, mt) * nb * F32.itemsize if multi else 0))
-    return max(te, dma, act, vec) + fill, need, dma
+    if sh.bias_kind == "full":
+        need += 2 * ceil_div(mb, mt) * nb * sh.bias_itemsize   # GemmBuffers.bias: two blocks' tiles
+    # the gemms of a sequence run back to back on shared buffers: the busiest engine's work repeats,
+    # the first chunk's loads show once
+    return sh.batches * max(te, dma, act, vec) + fill, need, dma * sh.batches
 
 
 def plan_blocks(K: int, M: int, N: int, itemsize: int, out_itemsize: int, spec: HardwareSpec,
                 bias_bytes_per_col: int = 0, wide_lhs: bool = False, min_nb: int = 0,
-                b_transposed: bool = False) -> Blocking:
+                b_transposed: bool = False, batches: int = 1, bias_kind: str | None = None,
+                bias_itemsize: int = 0) -> Blocking:
     """The blocking with the lowest estimated time (:func:`estimate_gemm_ns`) whose double-buffered
     A^T and B chunks, output staging and FP32 accumulators fit SBUF, and whose M tile's banks leave
     half of PSUM to the tiles being evacuated.
@@ -177,7 +194,9 @@ def plan_blocks(K: int, M: int, N: int, itemsize: int, out_itemsize: int, spec: 
     ``wide_lhs``: A^T arrives by DMA transpose (a row-major A); its descriptors are rows of the A^T
     block, so wider blocks make them longer. ``bias_bytes_per_col``: SBUF per output column for the
     bias rows or an epilogue's tiles. ``min_nb``: a block must hold this many columns (an epilogue
-    reducing whole rows); raises :class:`AllocationError` when that cannot fit.
+    reducing whole rows); raises :class:`AllocationError` when that cannot fit. ``batches``: the
+    number of same-shaped gemms that will share the buffers; ``bias_kind`` / ``bias_itemsize``: the
+    fused bias (:class:`Bias`), which decides which engine evacuates and adds its loads.
     """
     P_, mt, mv = spec.partitions, spec.gemm_stationary_fmax, spec.gemm_moving_fmax
     kt = ceil_div(K, P_)
@@ -186,7 +205,8 @@ def plan_blocks(K: int, M: int, N: int, itemsize: int, out_itemsize: int, spec: 
     if min_nb > nb_max:
         raise AllocationError(f"a block of {min_nb} columns exceeds {spec.psum_banks // 2} PSUM banks "
                               f"(half of PSUM: the other half holds the tiles being evacuated)")
-    sh = _Shape(K, M, N, itemsize, out_itemsize, spec, wide_lhs, b_transposed)
+    sh = _Shape(K, M, N, itemsize, out_itemsize, spec, wide_lhs, b_transposed, max(1, batches), bias_kind,
+                bias_itemsize)
     nbs = [w for w in range(mv, min(nb_max, ceil_div(N, mv) * mv) + 1, mv) if w >= min_nb] or [nb_max]
     mbs = list(range(mt, min(MB_MAX_TILES * mt, ceil_div(M, mt) * mt) + 1, mt))
     kcs = sorted({kt} | {c for c in (1, 2, 4, 8, 16, 32, 64) if c < kt})
@@ -258,16 +278,21 @@ class Bias:
 
 
 def gemm_blocking(K: int, M: int, N: int, dt: DType, odt: DType, spec: HardwareSpec, A: Mat,
-                  bias: Bias | None = None, epilogue: EpilogueSizing | None = None, B: Mat | None = None) -> Blocking:
-    """The blocking :func:`emit_gemm` uses; raises :class:`AllocationError` when the epilogue cannot fit."""
+                  bias: Bias | None = None, epilogue: EpilogueSizing | None = None, B: Mat | None = None,
+                  batches: int = 1) -> Blocking:
+    """The blocking :func:`emit_gemm` uses (for ``batches`` gemms sharing buffers); raises
+    :class:`AllocationError` when the epilogue cannot fit."""
     kind = bias.kind if bias is not None else None
-    per_col = 4 * (2 if kind == "full" else 1) if kind in ("row", "full") else 0
+    full_size = _full_bias_dtype(bias).itemsize if bias is not None and kind == "full" else 0
+    # a row bias: one FP32 row per block (a full one's tiles depend on the block's rows: the estimate
+    # counts them)
+    per_col = F32.itemsize if kind == "row" else 0
     if epilogue is not None:
         per_col += epilogue.bytes_per_col
     b_t = B is not None and B.rs == 1 and B.cs != 1
     return plan_blocks(K, M, N, dt.itemsize, odt.itemsize, spec, bias_bytes_per_col=per_col,
                        wide_lhs=A.cs == 1 and A.rs != 1, min_nb=epilogue.min_cols if epilogue else 0,
-                       b_transposed=b_t)
+                       b_transposed=b_t, batches=batches, bias_kind=kind, bias_itemsize=full_size)
 
 
 def _stage_count(blk: Blocking, mt: int) -> int:
@@ -282,7 +307,8 @@ class GemmBuffers:
     would land on the same SBUF bytes and wait for the previous batch to finish with them.
     """
 
-    def __init__(self, b: KernelBuilder, blk: Blocking, dt: DType, odt: DType, staging: bool = True):
+    def __init__(self, b: KernelBuilder, blk: Blocking, dt: DType, odt: DType, staging: bool = True,
+                 bias_dt: DType | None = None):
         self.blk, self.dt, self.odt = blk, dt, odt
         P_ = b.spec.partitions
         multi = blk.multi()
@@ -296,7 +322,11 @@ class GemmBuffers:
         mt = b.spec.gemm_stationary_fmax
         self.stages = [b.tile(P_, (blk.nb,), odt) for _ in range(_stage_count(blk, mt))] if staging or multi else []
         self.acc = [b.tile(P_, (blk.nb,), F32) for _ in range(ceil_div(blk.mb, mt))] if multi else []
-        self.turns = {"rhs": 0, "lhs": 0, "stage": 0, "evac": 0}
+        # a full bias: its tiles for every M tile of a block, loaded when the block starts so they are
+        # in SBUF by the time its products leave PSUM; two sets, the next block's loading meanwhile
+        self.bias = [[b.tile(P_, (blk.nb,), bias_dt) for _ in range(ceil_div(blk.mb, mt))]
+                     for _ in range(2)] if bias_dt is not None else []
+        self.turns = {"rhs": 0, "lhs": 0, "stage": 0, "evac": 0, "bias": 0}
         # PSUM bank sets of the M tiles still being evacuated, oldest first: half of PSUM accumulates
         # while the other half drains, so TensorE never waits for an evacuation
         banks = ceil_div(blk.nb, b.spec.gemm_moving_fmax)
@@ -319,7 +349,7 @@ class GemmBuffers:
 
     def release(self, b: KernelBuilder) -> None:
         b.release(*(t for s in self.held for t in s), *self.rhs[0], *self.rhs[1], *self.lhs[0], *self.lhs[1],
-                  *self.stages, *self.acc)
+                  *self.stages, *self.acc, *(t for s in self.bias for t in s))
         self.held = []
 
 
@@ -358,8 +388,10 @@ def emit_gemm(b: KernelBuilder, A: Mat, B: Mat, out: Mat | None, M: int, K: int,
     q_in = b.queue("qSyncIO0", "input")
     q_out = b.queue("qSyncIO2", "output")
     own = buffers is None
-    bufs = buffers or GemmBuffers(b, blk, dt, odt, staging=not direct)
-    if bufs.blk.nb != blk.nb or bufs.blk.mb != blk.mb or bufs.blk.kc != blk.kc or bufs.dt != dt or bufs.odt != odt:
+    bias_dt = _full_bias_dtype(bias) if bias is not None and bias.kind == "full" else None
+    bufs = buffers or GemmBuffers(b, blk, dt, odt, staging=not direct, bias_dt=bias_dt)
+    if (bufs.blk.nb != blk.nb or bufs.blk.mb != blk.mb or bufs.blk.kc != blk.kc or bufs.dt != dt or bufs.odt != odt
+            or bool(bufs.bias) != (bias_dt is not None)):
         raise ValueError("shared gemm buffers were made for another blocking or dtype")
     gemm = _Gemm(b, A, B, out, M, K, N, bias, alpha, epilogue, blk, bufs, direct, q_in, q_out)
     for n0 in range(0, N, blk.nb):
@@ -387,6 +419,7 @@ class _Gemm:
         # with several chunks and alpha = 1 the bias joins the first chunk's evacuation into the
         # accumulator (no extra pass); with an alpha it has to wait for the whole product
         self.bias_first = self.multi and alpha == 1.0 and bias is not None
+        self.block_bias: list[AP] = []   # the current M block's full-bias tiles (load_block_bias)
 
     # --- loads ------------------------------------------------------------------------------------
     def load_rhs(self, buf: AP, n0: int, ncols: int, kt: int) -> None:
@@ -403,6 +436,19 @@ class _Gemm:
         load(self.b, self.q_in, A.tensor, A.dtype, A.at(m0, k0), A.cs, kp, [(A.rs, mcols)],
              buf.view(0, [(1, mcols)], partitions=kp))
 
+    def load_block_bias(self, m0: int, mcols: int, n0: int, ncols: int) -> list[AP]:
+        """A full bias's tiles for the M tiles of block m0 (none for other kinds), into the next set."""
+        if self.bias is None or self.kind != "full":
+            return []
+        tiles = self.bufs.bias[self.bufs.turn("bias")]
+        out = []
+        for i, mt0 in enumerate(range(0, mcols, self.mt)):
+            mp = min(self.mt, mcols - mt0)
+            t = tiles[i].view(0, [(1, ncols)], partitions=mp)
+            _load_full_bias(self.b, self.bias, t, m0 + mt0, mp, n0, ncols)
+            out.append(t)
+        return out
+
     # --- the loop nest ----------------------------------------------------------------------------
     def column_block(self, n0: int) -> None:
         """Every output row of columns n0..n0+nb-1, M block by M block, K chunk by K chunk."""
@@ -417,6 +463,7 @@ class _Gemm:
             row_bias = _load_row_bias(b, self.bias, n0, ncols, min(mt, self.M))
         for m0 in range(0, self.M, blk.mb):
             mcols = min(blk.mb, self.M - m0)
+            self.block_bias = self.load_block_bias(m0, mcols, n0, ncols)
             for c, (kt0, kt1) in enumerate(self.chunks):
                 # with one chunk the B block stays in SBUF for every M block of its columns
                 new_rhs = self.multi or m0 == 0
@@ -460,12 +507,13 @@ class _Gemm:
         """(col bias tile, full bias tile, per-slice bias AP getter) of one output tile."""
         b, bias, kind = self.b, self.bias, self.kind
         col_bias = _load_col_bias(b, bias, m_abs, mp) if bias is not None and kind in ("col", "scalar") else None
-        full_bias = _load_full_bias(b, bias, m_abs, mp, n0, ncols) if bias is not None and kind == "full" else None
+        # a full bias's tile was loaded when the block began (held by the buffers, not released here)
+        full_bias = self.block_bias[(m_abs % self.blk.mb) // self.mt] if kind == "full" else None
         wide = row_bias if row_bias is not None else full_bias
 
         def at(s0: int, w: int) -> AP | None:
             return wide.view(s0, [(1, w)], partitions=mp) if wide is not None else None
-        return col_bias, full_bias, at
+        return col_bias, at
 
     def finish(self, m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP | None,
                slices: list[tuple[int, int]], row_bias: AP | None) -> None:
@@ -475,8 +523,8 @@ class _Gemm:
             epilogue.tile(b, m_abs, mp, n0, ncols, banks, slices)
             return
         stage = bufs.stages[bufs.turn("stage", len(bufs.stages))]
-        col_bias, full_bias, bias_at = self.biases(m_abs, mp, n0, ncols, row_bias) if not self.bias_first else (
-            None, None, lambda s0, w: None)
+        col_bias, bias_at = self.biases(m_abs, mp, n0, ncols, row_bias) if not self.bias_first else (
+            None, lambda s0, w: None)
         for (s0, w), bank in zip(slices, banks):
             st = stage.view(s0, [(1, w)], partitions=mp)
             bias_ap = bias_at(s0, w)
@@ -494,17 +542,18 @@ class _Gemm:
                   hbm(out.tensor, mp, out.rs, [(out.cs, ncols)], out.dtype, offset=out.at(m_abs, n0)))
         if epilogue is not None:
             epilogue.tile(b, m_abs, mp, n0, ncols, stage.view(0, [(1, ncols)], partitions=mp), slices)
-        b.release(*[t for t in (col_bias, full_bias) if t is not None])
+        if col_bias is not None:
+            b.release(col_bias)
 
     def accumulate(self, c: int, m_abs: int, mp: int, n0: int, ncols: int, banks: list[AP], acc: AP,
                    slices: list[tuple[int, int]], row_bias: AP | None) -> None:
         """A chunk's partial product joins the FP32 accumulator: the first one copied (by ScalarE,
         with the bias when it goes first), the others added by VectorE (PSUM + SBUF, its fast form)."""
         b = self.b
-        col_bias = full_bias = None
+        col_bias = None
         bias_at = None
         if c == 0 and self.bias_first:
-            col_bias, full_bias, bias_at = self.biases(m_abs, mp, n0, ncols, row_bias)
+            col_bias, bias_at = self.biases(m_abs, mp, n0, ncols, row_bias)
         for (s0, w), bank in zip(slices, banks):
             part = acc.view(s0, [(1, w)], partitions=mp)
             if bias_at is not None:
@@ -513,7 +562,8 @@ class _Gemm:
                 b.emit(Activation(func=Act.COPY, inp=bank, out=part))
             else:
                 b.emit(TensorTensor(alu=Alu.ADD, in0=bank, in1=part, out=part))
-        b.release(*[t for t in (col_bias, full_bias) if t is not None])
+        if col_bias is not None:
+            b.release(col_bias)
 
 
 def cast_operands(b: KernelBuilder, A: Mat, B: Mat, M: int, K: int, N: int) -> tuple[Mat, Mat]:
@@ -597,12 +647,16 @@ def _load_col_bias(b: KernelBuilder, bias: Bias, m0: int, mp: int) -> AP:
     return t
 
 
-def _load_full_bias(b: KernelBuilder, bias: Bias, m0: int, mp: int, n0: int, ncols: int) -> AP:
+def _full_bias_dtype(bias: Bias) -> DType:
+    """The SBUF dtype of a full bias's tiles: its own when beta is 1 (VectorE's add reads it as it is
+    and widens it exactly, at half the DMA bytes of FP32 for a BF16 bias), else FP32 for beta x it."""
+    return bias.mat.dtype if bias.beta == 1.0 and bias.mat.dtype.is_float else F32
+
+
+def _load_full_bias(b: KernelBuilder, bias: Bias, t: AP, m0: int, mp: int, n0: int, ncols: int) -> None:
     q = b.queue("qSyncIO1", "input")
-    t = b.tile(mp, (ncols,), F32)
     load(b, q, bias.mat.tensor, bias.mat.dtype, bias.mat.at(m0, n0), bias.mat.rs, mp, [(bias.mat.cs, ncols)], t)
     _scale(b, t, bias.beta)
-    return t
 
 
 def _fill_bias_only(b: KernelBuilder, out: Mat, M: int, N: int, bias: Bias | None) -> None:
@@ -667,8 +721,9 @@ def batch_buffers(b: KernelBuilder, K: int, M: int, N: int, A: Mat, odt: DType, 
     dt = matmul_dtype(A.dtype, (B or A).dtype) or A.dtype
     A_ = Mat(A.tensor, dt, A.offset, A.rs, A.cs)
     B_ = Mat(B.tensor, dt, B.offset, B.rs, B.cs) if B is not None else None
-    blk = gemm_blocking(K, M, N, dt, odt, b.spec, A_, bias, epilogue, B_)
-    bufs = GemmBuffers(b, blk, dt, odt, staging=staging)
+    blk = gemm_blocking(K, M, N, dt, odt, b.spec, A_, bias, epilogue, B_, batches=batches)
+    bias_dt = _full_bias_dtype(bias) if bias is not None and bias.kind == "full" else None
+    bufs = GemmBuffers(b, blk, dt, odt, staging=staging, bias_dt=bias_dt)
     try:
         yield bufs
     finally:
