@@ -67,14 +67,22 @@ class _Writers:
 
     def write(self, p0: int, p1: int, b0: int, b1: int, i: int, dense: bool) -> None:
         new = np.array([[p0, p1, b0, b1, i]], np.int64)
-        if dense:  # it replaces the bytes it covers in every partition it covers wholly
+        if dense:  # it replaces the bytes it covers: what is left of an older write is kept, cut to size
             r = self.rows
-            hit = self._meets(p0, p1, b0, b1) & (p0 <= r[:, 0]) & (r[:, 1] <= p1)
+            hit = self._meets(p0, p1, b0, b1)
             if hit.any():
                 cut = r[hit]
-                left, right = cut[cut[:, 2] < b0].copy(), cut[b1 < cut[:, 3]].copy()
+                # the partitions outside the new box keep the old write's whole byte range; the ones
+                # inside keep the bytes either side (without this a one-partition write into a corner
+                # of a 128-partition tile would leave its reader depending on the whole old write,
+                # and the work behind it would run on both cores of a pair)
+                below, above = cut[cut[:, 0] < p0].copy(), cut[p1 < cut[:, 1]].copy()
+                below[:, 1], above[:, 0] = p0, p1
+                mid = cut.copy()
+                mid[:, 0], mid[:, 1] = np.maximum(cut[:, 0], p0), np.minimum(cut[:, 1], p1)
+                left, right = mid[mid[:, 2] < b0].copy(), mid[b1 < mid[:, 3]].copy()
                 left[:, 3], right[:, 2] = b0, b1
-                self.rows = np.concatenate([r[~hit], left, right, new])
+                self.rows = np.concatenate([r[~hit], below, above, left, right, new])
                 return
         self.rows = np.concatenate([self.rows, new])
 
