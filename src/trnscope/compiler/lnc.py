@@ -87,6 +87,35 @@ class _Writers:
         self.rows = np.concatenate([self.rows, new])
 
 
+# a strided on-chip write of at most this many contiguous runs is recorded run by run, exactly
+MAX_PIECES = 64
+
+
+def _pieces(ap: AP) -> list[tuple[int, int]] | None:
+    """The byte ranges [b0, b1) of a strided on-chip pattern's contiguous runs (in each partition it
+    covers), None when there are more than MAX_PIECES. Written run by run, a strided write (a max8
+    slot, a padding memset) replaces what it overwrites; read run by run, a strided read (the
+    candidates of every max8 slot) depends on the writes to its elements only, not on whatever else
+    its span holds. Otherwise a tile that reuses another's bytes ties its readers to the older tile's
+    writers - at LNC=2 to the other core's work, which then runs on both cores."""
+    isz = ap.dtype.itemsize
+    run, outer, inner = 1, [], True
+    for stride, size in reversed(ap.dims):
+        if size == 1:
+            continue
+        if inner and stride == run:
+            run *= size
+            continue
+        inner = False
+        outer.append((stride, size))
+    if np.prod([size for _, size in outer], dtype=np.int64) > MAX_PIECES:
+        return None
+    starts = [0]
+    for stride, size in outer:
+        starts = [s + stride * k for s in starts for k in range(size)]
+    return [(ap.offset + s * isz, ap.offset + (s + run) * isz) for s in starts]
+
+
 def _accumulates(ins: Instruction) -> bool:
     """Whether the instruction adds into what it writes (so it reads it too)."""
     return bool(getattr(ins, "accumulate", False)) and isinstance(ins, (MultiplyMoving, Dma, DmaScatter))
@@ -115,8 +144,10 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
             reads = (*reads, *writes)
         for ap in reads:
             if ap.space is not hbm_space:
-                p0, p1, b0, b1, _ = _box(ap, memo)
-                deps.update(writers[ap.space].readers_of(p0, p1, b0, b1).tolist())
+                p0, p1, b0, b1, dense = _box(ap, memo)
+                pieces = None if dense else _pieces(ap)
+                for c0, c1 in pieces or ((b0, b1),):
+                    deps.update(writers[ap.space].readers_of(p0, p1, c0, c1).tolist())
         if isinstance(ins, MultiplyMoving) and last_ls >= 0:
             deps.add(last_ls)  # the weights TensorE holds
         elif isinstance(ins, LoadStationary):
@@ -134,7 +165,12 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
                 stored += ap.nbytes
             else:
                 p0, p1, b0, b1, dense = _box(ap, memo)
-                writers[ap.space].write(p0, p1, b0, b1, i, dense)
+                pieces = None if dense else _pieces(ap)
+                if pieces is None:
+                    writers[ap.space].write(p0, p1, b0, b1, i, dense)
+                else:
+                    for c0, c1 in pieces:
+                        writers[ap.space].write(p0, p1, c0, c1, i, True)
         if stored:
             sink_weight.append((i, stored))
         if deps:
