@@ -188,7 +188,7 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
             tensor = next(ap.tensor for ap in instrs[i].writes() if ap.space is hbm_space)
             by_op.setdefault(tensor, []).append((i, w))
         load_on = [0, 0]
-        for group in by_op.values():
+        for group in (phase for g in by_op.values() for phase in _phases(g, instrs)):
             if len(group) == 1:
                 core = 0 if load_on[0] <= load_on[1] else 1
                 masks[group[0][0]] = 1 << core
@@ -213,6 +213,31 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     if all(m == masks[-1] for m in masks):
         return None
     return [m or 1 for m in masks]
+
+
+# a store is checked for overlap against at most this many of its phase's latest stores
+PHASE_LOOKBACK = 32
+
+
+def _phases(group: list[tuple[int, int]], instrs: list[Instruction]) -> list[list[tuple[int, int]]]:
+    """One tensor's stores (program order) in phases: a store that overwrites elements an earlier store
+    of the current phase wrote (index_fill's scatter after its copy of self, a fill then the slice
+    over it) must wait for it on any core, so it starts a new phase, and each phase is halved on its
+    own. Cut as one, the copy went to one core and the scatter to the other, which waited for it."""
+    hbm_space = Space.HBM
+    memo: dict = {}
+    phases: list[list[tuple[int, int]]] = [[]]
+    aps: list[AP] = []
+    for i, w in group:
+        ap = next(a for a in instrs[i].writes() if a.space is hbm_space)
+        lo, hi = ap.element_span()
+        if any(b_lo <= hi and lo <= b_hi and not disjoint(ap, b, memo)
+               for b, (b_lo, b_hi) in ((b, b.element_span()) for b in aps[-PHASE_LOOKBACK:])):
+            phases.append([])
+            aps = []
+        phases[-1].append((i, w))
+        aps.append(ap)
+    return phases
 
 
 # the stores of an LNC=2 pair's two halves may be off balance by up to this share of the bytes stored,
