@@ -88,7 +88,7 @@ class _Writers:
 
 
 # a strided on-chip write of at most this many contiguous runs is recorded run by run, exactly
-MAX_PIECES = 64
+MAX_PIECES = 256
 
 
 def _pieces(ap: AP) -> list[tuple[int, int]] | None:
