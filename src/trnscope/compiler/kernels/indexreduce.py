@@ -286,25 +286,37 @@ def _emit_arg_all(ctx: LoweringContext, x, rdims: list[int], largest: bool) -> b
     for share in core_shares(kb, len(starts)):
         walk = ((min(chunk, per - c0), fill(c0, min(chunk, per - c0), P, 0, per), c0, per)
                 for c0 in (starts[k] for k in share))
-        best, bidx, _ = _scan(kb, P, walk, x.dtype, vdt, largest, big)
-        pair = kb.tile(P, (2,), F32)
-        kb.copy(best, pair.view(0, [(1, 1)]))
-        kb.copy(bidx, pair.view(1, [(1, 1)]))
-        kb.release(best, bidx)
-        found.append(pair)
-    met = meet_partials(kb, found, qout, qin[0])
+        found.append(_scan(kb, P, walk, x.dtype, vdt, largest, big)[:2])
     nsh = len(found)
+    columns: list[tuple[AP, AP]] = []    # per share: ([P, 1] extremes, [P, 1] positions as FP32)
+    met = None
+    if nsh == 1:
+        best, bidx = found[0]
+        bidx_f = kb.tile(P, (1,), F32)
+        kb.copy(bidx, bidx_f)
+        kb.release(bidx)
+        columns.append((best, bidx_f))
+    else:
+        pairs = []
+        for best, bidx in found:
+            pair = kb.tile(P, (2,), F32)
+            kb.copy(best, pair.view(0, [(1, 1)]))
+            kb.copy(bidx, pair.view(1, [(1, 1)]))
+            kb.release(best, bidx)
+            pairs.append(pair)
+        met = meet_partials(kb, pairs, qout, qin[0])
+        columns = [(met.view(2 * sh, [(1, 1)]), met.view(2 * sh + 1, [(1, 1)])) for sh in range(nsh)]
     ncols = nsh * P + (1 if tail else 0)
     # every partition's (extreme, position) on one partition: [1, P] rows through PSUM
     vals = kb.tile(1, (ncols,), F32)
     posf = kb.tile(1, (ncols,), F32)
-    for sh in range(nsh):
-        for col, dst in ((2 * sh, vals), (2 * sh + 1, posf)):
+    for sh, pair_cols in enumerate(columns):
+        for src, dst in zip(pair_cols, (vals, posf)):
             ps = kb.psum_tile(1, (P,), F32)
-            kb.emit(TensorTranspose(src=met.view(col, [(1, 1)]), dst=ps))
+            kb.emit(TensorTranspose(src=src, dst=ps))
             kb.copy(ps, dst.view(sh * P, [(1, P)]))
             kb.release(ps)
-    kb.release(met)
+    kb.release(*(columns[0] if nsh == 1 else [met]))
     if tail:
         tail_walk = [(tail, fill(0, tail, 1, per * P, tail), per * P, 0)]
         tb, ti, _ = _scan(kb, 1, tail_walk, x.dtype, vdt, largest, big)

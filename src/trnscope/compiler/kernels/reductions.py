@@ -301,7 +301,8 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
         # one share of the tiles per physical core (LNC=2), their sums met through HBM (common.core_shares)
         partials = []
         held: list[AP] = []
-        for share in core_shares(kb, len(tiles)):
+        shares = core_shares(kb, len(tiles))
+        for share in shares:
             acc = kb.tile(P, (1,), F32)
             kb.emit(Memset(out=acc, value=0.0))
             for t in (tiles[k] for k in share):
@@ -319,16 +320,14 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
                     kb.emit(TensorTensor(alu=Alu.ADD, in0=acc.rows(0, t.rows), in1=part, out=acc.rows(0, t.rows)))
                 kb.release(*held)
                 held = ins + [val] + made
-            partials.append(kb.tile(1, (1,), F32))
+            partials.append(total if len(shares) == 1 else kb.tile(1, (1,), F32))
             kb.emit(PartitionReduce(alu=Alu.ADD, inp=acc, out=partials[-1]))
             kb.release(acc)
         kb.release(*held)
-        met = meet_partials(kb, partials, q_out, qs[0])
-        if met.free_size > 1:
+        if len(partials) > 1:
+            met = meet_partials(kb, partials, q_out, qs[0])
             kb.emit(TensorReduce(alu=Alu.ADD, inp=met, out=total))
-        else:
-            kb.copy(met, total)
-        kb.release(met)
+            kb.release(met)
         if mean:
             kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.DIVIDE, scalar0=float(n)))
     res = kb.tile(1, (1,), out.dtype)
