@@ -21,7 +21,9 @@ from trnscope.isa.ap import hbm
 from trnscope.profiling import ntff as ntff_format
 from trnscope.sim import simulate
 
-from .helpers import aten, meta
+from trnscope.compiler.verify import assert_lowering_matches
+
+from .helpers import aten, meta, randn
 
 LNC1, LNC2 = hw.logical_spec("trn2", 1), hw.logical_spec("trn2", 2)
 
@@ -184,6 +186,45 @@ def test_a_kernel_with_one_store_stays_on_one_core():
     p = _program(LNC2, aten.sum.default, meta(256, 512, dtype=torch.float32))
     assert p.physical_cores() == (1, None)
     assert core_masks(p, 2) is None
+
+
+# one-value reductions: each physical core reduces a share, the partials meet through HBM
+# (kernels.common.core_shares / meet_partials); measured on trn2, each well below its LNC=1 time
+ONE_VALUE = [
+    (aten.sum.default, lambda x: (x,), 0.90),             # 17.5 -> 14.8 us
+    (aten.linalg_vector_norm.default, lambda x: (x,), 0.90),  # 18.7 -> 15.7 us
+    (aten.dot.default, lambda x: (x.reshape(-1), x.reshape(-1)), 0.80),  # 38.0 -> 28.3 us
+    (aten.mse_loss.default, lambda x: (x, x), 0.75),      # 47.7 -> 33.0 us
+    (aten.argmax.default, lambda x: (x,), 0.96),          # 25.9 -> 24.4 us (VectorE-bound, and the meet)
+    (aten.var.default, lambda x: (x,), 0.90),             # 22.3 -> 19.5 us
+]
+
+
+@pytest.mark.parametrize("op,make,most", ONE_VALUE, ids=[str(o) for o, _, _ in ONE_VALUE])
+def test_a_reduction_to_one_value_splits_over_the_pair(op, make, most):
+    args = make(meta(1024, 1024, dtype=torch.float32))
+    p1, p2 = _program(LNC1, op, *args), _program(LNC2, op, *args)
+    n, tags = p2.physical_cores()
+    assert n == 2 and tags is not None
+    read = [sum(ap.nbytes for ins, c in zip(p2.instructions, tags.tolist()) if c == core
+                for ap in ins.reads() if ap.space.value == "hbm") for core in (0, 1)]
+    # each core reads its half of the input (and the other's partial, a few bytes)
+    assert min(read) > 0.49 * sum(read), read
+    t1, t2 = simulate(p1, LNC1).total_ns, simulate(p2, LNC2).total_ns
+    assert t2 < most * t1, (t1, t2)
+
+
+@pytest.mark.parametrize("op,make", [(aten.sum.default, lambda x: (x,)), (aten.mean.default, lambda x: (x,)),
+                                     (aten.amax.default, lambda x: (x,)),
+                                     (aten.argmax.default, lambda x: (x,)), (aten.argmin.default, lambda x: (x,)),
+                                     (aten.dot.default, lambda x: (x.reshape(-1), x.reshape(-1).flip(0))),
+                                     (aten.mse_loss.default, lambda x: (x, x.flip(0))),
+                                     (aten.linalg_vector_norm.default, lambda x: (x,)),
+                                     (aten.var.default, lambda x: (x * 3 + 1,))],
+                         ids=["sum", "mean", "amax", "argmax", "argmin", "dot", "mse_loss", "norm", "var"])
+def test_partials_met_through_hbm_give_the_same_numbers(op, make):
+    p = assert_lowering_matches(op, make(randn(1024, 1024, seed=3)), {}, LNC2, rtol=1e-4, atol=1e-3)
+    assert p.physical_cores()[0] == 2
 
 
 def test_tiles_of_one_tensor_are_told_apart_exactly():

@@ -67,16 +67,53 @@ class _Writers:
 
     def write(self, p0: int, p1: int, b0: int, b1: int, i: int, dense: bool) -> None:
         new = np.array([[p0, p1, b0, b1, i]], np.int64)
-        if dense:  # it replaces the bytes it covers in every partition it covers wholly
+        if dense:  # it replaces the bytes it covers: what is left of an older write is kept, cut to size
             r = self.rows
-            hit = self._meets(p0, p1, b0, b1) & (p0 <= r[:, 0]) & (r[:, 1] <= p1)
+            hit = self._meets(p0, p1, b0, b1)
             if hit.any():
                 cut = r[hit]
-                left, right = cut[cut[:, 2] < b0].copy(), cut[b1 < cut[:, 3]].copy()
+                # the partitions outside the new box keep the old write's whole byte range; the ones
+                # inside keep the bytes either side (without this a one-partition write into a corner
+                # of a 128-partition tile would leave its reader depending on the whole old write,
+                # and the work behind it would run on both cores of a pair)
+                below, above = cut[cut[:, 0] < p0].copy(), cut[p1 < cut[:, 1]].copy()
+                below[:, 1], above[:, 0] = p0, p1
+                mid = cut.copy()
+                mid[:, 0], mid[:, 1] = np.maximum(cut[:, 0], p0), np.minimum(cut[:, 1], p1)
+                left, right = mid[mid[:, 2] < b0].copy(), mid[b1 < mid[:, 3]].copy()
                 left[:, 3], right[:, 2] = b0, b1
-                self.rows = np.concatenate([r[~hit], left, right, new])
+                self.rows = np.concatenate([r[~hit], below, above, left, right, new])
                 return
         self.rows = np.concatenate([self.rows, new])
+
+
+# a strided on-chip write of at most this many contiguous runs is recorded run by run, exactly
+MAX_PIECES = 256
+
+
+def _pieces(ap: AP) -> list[tuple[int, int]] | None:
+    """The byte ranges [b0, b1) of a strided on-chip pattern's contiguous runs (in each partition it
+    covers), None when there are more than MAX_PIECES. Written run by run, a strided write (a max8
+    slot, a padding memset) replaces what it overwrites; read run by run, a strided read (the
+    candidates of every max8 slot) depends on the writes to its elements only, not on whatever else
+    its span holds. Otherwise a tile that reuses another's bytes ties its readers to the older tile's
+    writers - at LNC=2 to the other core's work, which then runs on both cores."""
+    isz = ap.dtype.itemsize
+    run, outer, inner = 1, [], True
+    for stride, size in reversed(ap.dims):
+        if size == 1:
+            continue
+        if inner and stride == run:
+            run *= size
+            continue
+        inner = False
+        outer.append((stride, size))
+    if np.prod([size for _, size in outer], dtype=np.int64) > MAX_PIECES:
+        return None
+    starts = [0]
+    for stride, size in outer:
+        starts = [s + stride * k for s in starts for k in range(size)]
+    return [(ap.offset + s * isz, ap.offset + (s + run) * isz) for s in starts]
 
 
 def _accumulates(ins: Instruction) -> bool:
@@ -107,8 +144,10 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
             reads = (*reads, *writes)
         for ap in reads:
             if ap.space is not hbm_space:
-                p0, p1, b0, b1, _ = _box(ap, memo)
-                deps.update(writers[ap.space].readers_of(p0, p1, b0, b1).tolist())
+                p0, p1, b0, b1, dense = _box(ap, memo)
+                pieces = None if dense else _pieces(ap)
+                for c0, c1 in pieces or ((b0, b1),):
+                    deps.update(writers[ap.space].readers_of(p0, p1, c0, c1).tolist())
         if isinstance(ins, MultiplyMoving) and last_ls >= 0:
             deps.add(last_ls)  # the weights TensorE holds
         elif isinstance(ins, LoadStationary):
@@ -126,7 +165,12 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
                 stored += ap.nbytes
             else:
                 p0, p1, b0, b1, dense = _box(ap, memo)
-                writers[ap.space].write(p0, p1, b0, b1, i, dense)
+                pieces = None if dense else _pieces(ap)
+                if pieces is None:
+                    writers[ap.space].write(p0, p1, b0, b1, i, dense)
+                else:
+                    for c0, c1 in pieces:
+                        writers[ap.space].write(p0, p1, c0, c1, i, True)
         if stored:
             sink_weight.append((i, stored))
         if deps:
@@ -144,7 +188,7 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
             tensor = next(ap.tensor for ap in instrs[i].writes() if ap.space is hbm_space)
             by_op.setdefault(tensor, []).append((i, w))
         load_on = [0, 0]
-        for group in by_op.values():
+        for group in (phase for g in by_op.values() for phase in _phases(g, instrs)):
             if len(group) == 1:
                 core = 0 if load_on[0] <= load_on[1] else 1
                 masks[group[0][0]] = 1 << core
@@ -169,6 +213,31 @@ def core_masks(program: Program, n_cores: int) -> list[int] | None:
     if all(m == masks[-1] for m in masks):
         return None
     return [m or 1 for m in masks]
+
+
+# a store is checked for overlap against at most this many of its phase's latest stores
+PHASE_LOOKBACK = 32
+
+
+def _phases(group: list[tuple[int, int]], instrs: list[Instruction]) -> list[list[tuple[int, int]]]:
+    """One tensor's stores (program order) in phases: a store that overwrites elements an earlier store
+    of the current phase wrote (index_fill's scatter after its copy of self, a fill then the slice
+    over it) must wait for it on any core, so it starts a new phase, and each phase is halved on its
+    own. Cut as one, the copy went to one core and the scatter to the other, which waited for it."""
+    hbm_space = Space.HBM
+    memo: dict = {}
+    phases: list[list[tuple[int, int]]] = [[]]
+    aps: list[AP] = []
+    for i, w in group:
+        ap = next(a for a in instrs[i].writes() if a.space is hbm_space)
+        lo, hi = ap.element_span()
+        if any(b_lo <= hi and lo <= b_hi and not disjoint(ap, b, memo)
+               for b, (b_lo, b_hi) in ((b, b.element_span()) for b in aps[-PHASE_LOOKBACK:])):
+            phases.append([])
+            aps = []
+        phases[-1].append((i, w))
+        aps.append(ap)
+    return phases
 
 
 # the stores of an LNC=2 pair's two halves may be off balance by up to this share of the bytes stored,

@@ -30,13 +30,22 @@ import torch
 
 from ..compiler.lowering import NoLowering, lower, registered
 from ..compiler.opcall import from_aten
-from ..hw import resolve
+from ..hw import logical_spec
 from ..sim import simulate
 
 aten = torch.ops.aten
 N = 1024
 MM = 2048   # matmul side: 17 GFLOP
 TARGETS = ("trn1", "trn2")
+# the report's columns: (target, LNC degree). trn2 LNC=1 is one physical core (its engines, its share
+# of the pair's HBM bandwidth): the per-core view; trn2 LNC=2 is trn2 as it ships, a logical core of
+# two physical cores whose bound is the logical spec's (the pair's HBM bandwidth, both TensorEs)
+COLUMNS = (("trn1", 1), ("trn2", 1), ("trn2", 2))
+
+
+def column(target: str, lnc: int) -> str:
+    """A column's name in the report: the target, with its LNC degree where the target has a choice."""
+    return target if logical_spec(target, 1).lnc_supported == (1,) else f"{target} LNC={lnc}"
 # ratio targets (issue 12): every op within 2x of its bound, or a reason why not
 TARGET_RATIO = 2.0
 
@@ -213,6 +222,11 @@ class Row:
     mfu_percent: float = 0.0
     bottleneck: str = ""
     error: str = ""
+    lnc: int = 1                 # the LNC degree timed (rows of reports before it was recorded: 1)
+
+    @property
+    def column(self) -> str:
+        return column(self.target, self.lnc)
 
 
 def _nbytes(t) -> int:
@@ -239,20 +253,22 @@ def _attention_flops(name: str, args, kwargs) -> float:
     return 2.0 * heads * pairs * (E + Ev)
 
 
-def measure(name: str, target: str) -> Row | None:
+def measure(name: str, target: str, lnc: int = 1) -> Row | None:
+    """``name``'s representative call on one logical core of ``target`` at LNC degree ``lnc``: its bound
+    uses that core's spec (at LNC=2 the pair's HBM bandwidth and both physical cores' TensorE peaks)."""
     built = build_call(name)
     if built is None:
         return None
     op, args, kwargs = built
-    spec = resolve(target)
+    spec = logical_spec(target, lnc)
     try:
         out = op(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the schema's guess did not fit: reported, not timed
-        return Row(name, target, "", error=f"building the call: {type(exc).__name__}: {str(exc)[:120]}")
+        return Row(name, target, "", error=f"building the call: {type(exc).__name__}: {str(exc)[:120]}", lnc=lnc)
     outs = tuple(_tensors(out))
     ins = list(_tensors(args)) + list(_tensors(list(kwargs.values())))
     shape = " ".join("x".join(map(str, t.shape)) or "()" for t in ins[:3])
-    row = Row(name, target, shape)
+    row = Row(name, target, shape, lnc=lnc)
     try:
         prog = lower(from_aten(op, args, kwargs, outs), spec)
     except NoLowering as exc:
@@ -301,14 +317,14 @@ def ops_to_time() -> list[str]:
     return keep
 
 
-def sweep(ops: list[str], targets=TARGETS, progress=None) -> list[Row]:
+def sweep(ops: list[str], columns=COLUMNS, progress=None) -> list[Row]:
     rows = []
     for i, name in enumerate(ops):
         t0 = time.time()
-        for target in targets:
-            row = measure(name, target)
+        for target, lnc in columns:
+            row = measure(name, target, lnc)
             if row is None:
-                row = Row(name, target, "", error="no representative call (add one to CALLS)")
+                row = Row(name, target, "", error="no representative call (add one to CALLS)", lnc=lnc)
             rows.append(row)
         if progress:
             progress(f"{i + 1}/{len(ops)} {name}: {time.time() - t0:.1f} s")
@@ -423,29 +439,71 @@ def why(op: str) -> str:
     return ""
 
 
-def _note(op: str, worst: float, bottleneck: str, rows: dict) -> str:
+def _lnc2_share(rows: dict[str, Row]) -> float | None:
+    """The op's LNC=2 time over its LNC=1 time (0.5: the pair halves it), None when either is missing."""
+    one, two = rows.get(column("trn2", 1)), rows.get(column("trn2", 2))
+    if one is None or two is None or one.error or two.error or not one.time_ns:
+        return None
+    return two.time_ns / one.time_ns
+
+
+def _note(op: str, rows: dict[str, Row]) -> str:
     """Why an op stays above the target ratio: a written reason, else what the simulator shows."""
-    if worst <= TARGET_RATIO:
+    timed = [r for r in rows.values() if not r.error]
+    if not timed or max(r.ratio for r in timed) <= TARGET_RATIO:
         return ""
+    r = max(timed, key=lambda r: r.ratio)
+    notes = []
     if why(op):
-        return why(op)
-    r = max((r for r in rows.values() if not r.error), key=lambda r: r.ratio)
-    if r.limit == "hbm" and r.hbm_bytes < 1 << 20:
-        return "under 1 MiB of traffic: its time is the fixed DMA and instruction latencies"
-    if bottleneck in ("vector", "scalar", "gpsimd"):
-        return (f"compute-bound on {bottleneck.capitalize()}E: several engine instructions per element (FP32 "
-                "streams about one element per cycle per partition; the bound counts only HBM and TensorE)")
-    trn2 = rows.get("trn2")
-    if trn2 is not None and not trn2.error and trn2.ratio <= TARGET_RATIO:
-        return ("within 2x on trn2; on trn1 one core's 16 DMA engines move 272 GB/s against its 410 GB/s HBM "
-                "share, so staging every byte through SBUF costs at least 1.51x the bound before any latency")
-    return f"DMA below HBM speed (MBU {r.mbu_percent:.0f}%): not analysed yet"
+        notes.append(why(op))
+    elif r.limit == "hbm" and r.hbm_bytes < 1 << 20:
+        notes.append("under 1 MiB of traffic: its time is the fixed DMA and instruction latencies")
+    elif r.bottleneck in ("vector", "scalar", "gpsimd"):
+        notes.append(f"compute-bound on {r.bottleneck.capitalize()}E: several engine instructions per element (FP32 "
+                     "streams about one element per cycle per partition; the bound counts only HBM and TensorE)")
+    elif r.target == "trn1" and all(x.ratio <= TARGET_RATIO for x in timed if x.target != "trn1"):
+        notes.append("within 2x on trn2; on trn1 one core's 16 DMA engines move 272 GB/s against its 410 GB/s HBM "
+                     "share, so staging every byte through SBUF costs at least 1.51x the bound before any latency")
+    elif r.lnc == 1:
+        notes.append(f"DMA below HBM speed (MBU {r.mbu_percent:.0f}%): not analysed yet")
+    two = rows.get(column("trn2", 2))
+    share = _lnc2_share(rows)
+    if two is not None and not two.error and two.ratio > TARGET_RATIO and share is not None and share > 0.8:
+        how = "does not split over the pair" if share > 0.95 else "splits over the pair only in part"
+        notes.append(f"at LNC=2 it takes {share:.2f} of its LNC=1 time against a bound that halves: its work {how}"
+                     + (f" ({lnc2_why(op)})" if lnc2_why(op) else ""))
+    return "; ".join(notes)
+
+
+# why a kernel's work does not halve at LNC=2 (compiler/lnc.py gives each store, and what feeds it,
+# to one physical core; kernels/common.core_shares splits a one-value reduction), matched as WHY is
+_SCATTER_LNC2 = ("each element scatter names the whole output as the table it writes, so the builder orders "
+                 "every scatter after the one before, on either core")
+LNC2_WHY = {
+    "aten::scatter": _SCATTER_LNC2, "aten::scatter_add": _SCATTER_LNC2, "aten::scatter_reduce": _SCATTER_LNC2,
+    "aten::nll_loss_forward": "one indirect DMA of every pick and one 4-byte store: nothing to share",
+    "aten::trace": "one strided load of the diagonal and one store: nothing to share",
+    "aten::var": "each core streams half of every partition through bn_stats; the meet through HBM (a store and "
+                 "a load, 2 x 1.3 us), the transposes and bn_aggr of the 128 partitions' triples stay on one core",
+    "aten::std": "as var", "aten::var_mean": "as var", "aten::std_mean": "as var",
+    "aten::argmax": "VectorE's max8 scans split; the meet through HBM, the transposes and the last scan stay on "
+                    "one core",
+    "aten::argmin": "as argmax",
+}
+
+
+def lnc2_why(op: str) -> str:
+    for key in (op, op.partition(".")[0]):
+        if key in LNC2_WHY:
+            return LNC2_WHY[key]
+    return ""
 
 
 def markdown(rows: list[Row], seconds: float) -> str:
+    names = [column(t, n) for t, n in COLUMNS]
     by: dict[str, dict[str, Row]] = {}
     for r in rows:
-        by.setdefault(r.op, {})[r.target] = r
+        by.setdefault(r.op, {})[r.column] = r
     timed = [r for r in rows if not r.error]
     lines = [
         "# The kernel library against its roofline", "",
@@ -458,46 +516,52 @@ def markdown(rows: list[Row], seconds: float) -> str:
         "that is less: a gather reads only the rows it picks); time = simulated device time of "
         "the kernel; ratio = time / bound (1.0 is the roofline). MBU counts every byte the kernel read and "
         "wrote (docs/cost-model.md, Metrics). Source: `src/trnscope/device/roofline_sweep.py`.", "",
+        "The columns, each one (logical) NeuronCore with the bound taken from its spec (`hw.logical_spec`):", "",
+        "- **trn1**: one NeuronCore-v2 (Trn1 has no logical-core pairing): 410 GB/s of HBM, one TensorE, "
+        "16 DMA engines.",
+        "- **trn2 LNC=1**: one physical NeuronCore-v3, the per-core view (`NEURON_LOGICAL_NC_CONFIG=1`): "
+        "half of an HBM bank pair's bandwidth (362.5 GB/s), one TensorE, 16 DMA engines.",
+        "- **trn2 LNC=2**: trn2 as it ships: one logical core = two physical cores, each with its own engines, "
+        "SBUF/PSUM and 16 DMA engines, sharing the pair's 725 GB/s; the bound uses that bandwidth and both "
+        "TensorEs' peak, and the kernel is spread over both cores by the compiler (`compiler/lnc.py`, "
+        "docs/cost-model.md, Logical NeuronCores). A kernel whose work does not split runs as long as at LNC=1 "
+        "against a bound that halves.", "",
         "On trn1 one NeuronCore's 16 DMA engines move 272 GB/s against 410 GB/s of HBM, so a kernel that "
-        "stages every byte through SBUF is at least 1.51x its HBM bound there (trn2: 368 vs 362 GB/s).", "",
-        "The trn2 columns time one physical core (LNC=1: its own engines and its share of the pair's HBM "
-        "bandwidth). At trn2's default LNC=2 a logical core is the pair, and kernels split their stores "
-        "over both cores (docs/cost-model.md, Logical NeuronCores); this report does not time that yet.", ""]
-    for target in TARGETS:
-        rs = [r for r in timed if r.target == target]
+        "stages every byte through SBUF is at least 1.51x its HBM bound there (trn2, per physical core: "
+        "368 vs 362 GB/s).", ""]
+    for name in names:
+        rs = [r for r in timed if r.column == name]
         if not rs:
             continue
         within = sum(1 for r in rs if r.ratio <= TARGET_RATIO)
-        lines.append(f"- {target}: {len(rs)} ops timed, {within} within {TARGET_RATIO:g}x of their bound; "
+        lines.append(f"- {name}: {len(rs)} ops timed, {within} within {TARGET_RATIO:g}x of their bound; "
                      f"highest MBU {max(r.mbu_percent for r in rs):.1f}%")
     lines += ["", "## The worst ratios", ""]
-    for target in TARGETS:
-        rs = sorted((r for r in timed if r.target == target), key=lambda r: -r.ratio)[:10]
-        lines.append(f"- {target}: " + ", ".join(f"`{r.op.replace('aten::', '')}` {r.ratio:.2f}x" for r in rs))
+    for name in names:
+        rs = sorted((r for r in timed if r.column == name), key=lambda r: -r.ratio)[:10]
+        if rs:
+            lines.append(f"- {name}: " + ", ".join(f"`{r.op.replace('aten::', '')}` {r.ratio:.2f}x" for r in rs))
     lines += ["", "## Every op", "",
-              "| op | shape | " + " | ".join(f"{t} time (us) | {t} bound (us) | {t} ratio | {t} MBU %" for t in TARGETS)
+              "| op | shape | " + " | ".join(f"{t} time (us) | {t} bound (us) | {t} ratio | {t} MBU %" for t in names)
               + " | limit | why above 2x |",
-              "|---|---|" + "---|---|---|---|" * len(TARGETS) + "---|---|"]
+              "|---|---|" + "---|---|---|---|" * len(names) + "---|---|"]
     errors = []
     for op in sorted(by):
         cells = []
-        shape = limit = bottleneck = ""
-        worst = 0.0
-        for t in TARGETS:
+        shape = limit = ""
+        for t in names:
             found = by[op].get(t)
             if found is None or found.error:
                 cells.append("| | | |")
-                if found is not None and t == TARGETS[-1]:
+                if found is not None and t == names[-1]:
                     errors.append(f"- `{op}`: {found.error}")
                 continue
             r = found
             shape, limit = r.shape, r.limit
-            if r.ratio > worst:
-                worst, bottleneck = r.ratio, r.bottleneck
             cells.append(f"{r.time_ns / 1e3:.1f} | {r.bound_ns / 1e3:.1f} | {r.ratio:.2f} | {r.mbu_percent:.0f}")
         if not shape:
             continue
-        note = _note(op, worst, bottleneck, by[op])
+        note = _note(op, by[op])
         lines.append(f"| `{op.replace('aten::', '')}` | {shape} | " + " | ".join(cells) + f" | {limit} | {note} |")
     if errors:
         lines += ["", "## Not timed", ""] + errors
@@ -519,7 +583,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         fresh = sweep(ops, progress=lambda m: print(m, file=sys.stderr, flush=True))
         kept = [r for r in report["rows"] if r["op"] not in ops and r["op"] not in SKIP]
-        rows = sorted([Row(**r) for r in kept] + fresh, key=lambda r: (r.op, r.target))
+        rows = sorted([Row(**r) for r in kept] + fresh, key=lambda r: (r.op, r.target, r.lnc))
         seconds = report["seconds"] + time.time() - t0
         with open(args.out, "w") as f:
             json.dump({"rows": [asdict(r) for r in rows], "seconds": seconds, "torch": torch.__version__}, f, indent=1)

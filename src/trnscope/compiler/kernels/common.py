@@ -253,6 +253,47 @@ class RowStores:
                 self._flush(tensor)
 
 
+# --- work split over the physical cores of a logical core (LNC=2) ---------------------------------------
+
+def core_shares(kb: KernelBuilder, n: int) -> list[range]:
+    """``range(n)`` in contiguous shares, one per physical core of the logical core (one at LNC=1),
+    as an NKI kernel at LNC=2 splits its outer loop on ``nl.program_id`` (S46).
+
+    compiler.lnc gives each HBM store, and everything that feeds it, to one physical core; a kernel
+    that writes its whole result in one store (a reduction to one value) would leave the second core
+    idle. Such a kernel runs each share's loop apart, into a partial of its own, and meets the
+    partials with :func:`meet_partials`."""
+    k = max(1, min(kb.spec.lnc, n))
+    return [range(n * i // k, n * (i + 1) // k) for i in range(k)]
+
+
+def meet_partials(kb: KernelBuilder, partials: list[AP], queue_out: int, queue_in: int) -> AP:
+    """One [rows, total cols] tile holding every share's partial side by side (its columns in share
+    order), for the caller to fold as it folds any partial columns.
+
+    One share: its own tile. More: each partial leaves in a store of its own to an HBM scratch
+    tensor and all come back in one load - the two physical cores of an LNC=2 pair share HBM, and
+    that is where NKI kernels meet their per-core results (S23, S46) - so compiler.lnc gives each
+    share to its own core and the fold to one of them, which waits for the other core's store. The
+    partials are released."""
+    if len(partials) == 1:
+        return partials[0]
+    rows, dtype = partials[0].partitions, partials[0].dtype
+    if any(p.partitions != rows or p.dtype != dtype for p in partials):
+        raise ValueError("meet_partials: every share's partial needs the same rows and dtype")
+    total = sum(p.free_size for p in partials)
+    prog = kb.p
+    t = prog.tensor(f"core_partials{len(prog.tensors)}", (rows, total), dtype, "scratch")
+    c0 = 0
+    for p in partials:
+        kb.dma(queue_out, p, hbm(t, rows, total, [(1, p.free_size)], dtype, offset=c0))
+        c0 += p.free_size
+    met = kb.tile(rows, (total,), dtype)
+    kb.dma(queue_in, hbm(t, rows, total, [(1, total)], dtype), met)
+    kb.release(*partials)
+    return met
+
+
 def attr(ctx: LoweringContext, name: str, default=None):
     v = ctx.call.attr(name)
     return default if v is None else v

@@ -16,7 +16,8 @@ from ...isa import AP, Act, Activation, Alu, DType, FindIndex8, Iota, Max8, Mems
     TensorTranspose, hbm
 from ..lowering import LoweringContext, lowering
 from . import reduce as _reduce
-from .common import F32, RowStores, free_pieces, full_strides, load, queues, reduced_strides, row_plan
+from .common import F32, RowStores, core_shares, free_pieces, full_strides, load, meet_partials, queues, reduced_strides, \
+    row_plan
 from .elementwise import _binary
 
 PIECE = 4096
@@ -278,25 +279,49 @@ def _emit_arg_all(ctx: LoweringContext, x, rdims: list[int], largest: bool) -> b
         return lambda xt: kb.dma(qin[(c0 // chunk) % 2],
                                  hbm(ctx.inputs[0], parts, stride, [(1, w)], x.dtype, offset=x.offset + first + c0), xt)
 
-    walk = ((min(chunk, per - c0), fill(c0, min(chunk, per - c0), P, 0, per), c0, per) for c0 in range(0, per, chunk))
-    best, bidx, _ = _scan(kb, P, walk, x.dtype, vdt, largest, big)
-    ncols = P + (1 if tail else 0)
+    # one share of the columns per physical core (LNC=2): each core's per-partition (extreme, first
+    # position) pairs meet through HBM (common.core_shares) and all go through the final scan
+    starts = list(range(0, per, chunk))
+    found = []
+    for share in core_shares(kb, len(starts)):
+        walk = ((min(chunk, per - c0), fill(c0, min(chunk, per - c0), P, 0, per), c0, per)
+                for c0 in (starts[k] for k in share))
+        found.append(_scan(kb, P, walk, x.dtype, vdt, largest, big)[:2])
+    nsh = len(found)
+    columns: list[tuple[AP, AP]] = []    # per share: ([P, 1] extremes, [P, 1] positions as FP32)
+    met = None
+    if nsh == 1:
+        best, bidx = found[0]
+        bidx_f = kb.tile(P, (1,), F32)
+        kb.copy(bidx, bidx_f)
+        kb.release(bidx)
+        columns.append((best, bidx_f))
+    else:
+        pairs = []
+        for best, bidx in found:
+            pair = kb.tile(P, (2,), F32)
+            kb.copy(best, pair.view(0, [(1, 1)]))
+            kb.copy(bidx, pair.view(1, [(1, 1)]))
+            kb.release(best, bidx)
+            pairs.append(pair)
+        met = meet_partials(kb, pairs, qout, qin[0])
+        columns = [(met.view(2 * sh, [(1, 1)]), met.view(2 * sh + 1, [(1, 1)])) for sh in range(nsh)]
+    ncols = nsh * P + (1 if tail else 0)
     # every partition's (extreme, position) on one partition: [1, P] rows through PSUM
     vals = kb.tile(1, (ncols,), F32)
     posf = kb.tile(1, (ncols,), F32)
-    bidx_f = kb.tile(P, (1,), F32)
-    kb.copy(bidx, bidx_f)
-    for src, dst in ((best, vals), (bidx_f, posf)):
-        ps = kb.psum_tile(1, (P,), F32)
-        kb.emit(TensorTranspose(src=src, dst=ps))
-        kb.copy(ps, dst.view(0, [(1, P)]))
-        kb.release(ps)
-    kb.release(best, bidx, bidx_f)
+    for sh, pair_cols in enumerate(columns):
+        for src, dst in zip(pair_cols, (vals, posf)):
+            ps = kb.psum_tile(1, (P,), F32)
+            kb.emit(TensorTranspose(src=src, dst=ps))
+            kb.copy(ps, dst.view(sh * P, [(1, P)]))
+            kb.release(ps)
+    kb.release(*(columns[0] if nsh == 1 else [met]))
     if tail:
         tail_walk = [(tail, fill(0, tail, 1, per * P, tail), per * P, 0)]
         tb, ti, _ = _scan(kb, 1, tail_walk, x.dtype, vdt, largest, big)
-        kb.copy(tb, vals.view(P, [(1, 1)]))
-        kb.copy(ti, posf.view(P, [(1, 1)]))
+        kb.copy(tb, vals.view(nsh * P, [(1, 1)]))
+        kb.copy(ti, posf.view(nsh * P, [(1, 1)]))
         kb.release(tb, ti)
     # the scan over the partitions' extremes, positions taken from their own first positions
     red = Alu.MAX if largest else Alu.MIN

@@ -27,8 +27,8 @@ from ...isa import (
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
-from .common import F32, RowPlan, RowStores, RowTile, attr, ceil_div, free_pieces, full_strides, load, queues, reduced_strides, \
-    row_plan, store
+from .common import F32, RowPlan, RowStores, RowTile, attr, ceil_div, core_shares, free_pieces, full_strides, load, meet_partials, \
+    queues, reduced_strides, row_plan, store
 
 
 # one PSUM bank: 2 KiB per partition (hardware.md 3.2, S10)
@@ -454,9 +454,9 @@ def _moments_over_everything(ctx: LoweringContext, x, n: int, std: bool, factor:
     tail = n - per * P
     qin, qout = queues(kb)
 
-    def pieces(rows, first, stride, m):
-        for k, c0 in enumerate(range(0, m, MOMENT_PIECE)):
-            w = min(MOMENT_PIECE, m - c0)
+    def pieces(rows, first, stride, m, size=MOMENT_PIECE):
+        for k, c0 in enumerate(range(0, m, size)):
+            w = min(size, m - c0)
 
             def fill(w=w, c0=c0, k=k):
                 xt = kb.tile(rows, (w,), x.dtype)
@@ -465,7 +465,28 @@ def _moments_over_everything(ctx: LoweringContext, x, n: int, std: bool, factor:
                 return xt
             yield w, fill
 
-    mv = _stream_moments(kb, P, pieces(P, 0, per, per))
+    # at LNC=2 each physical core streams a share of every partition's columns (whole bn_stats pieces,
+    # in pieces as many as one core's whole row would be); the shares' (count, mean, M2) triples meet
+    # through HBM (common.core_shares) and bn_aggr merges each partition's before the transposes
+    unit = kb.spec.bn_stats_fmax
+    bounds = [(min(per, c[0] * unit), min(per, (c[-1] + 1) * unit)) for c in core_shares(kb, -(-per // unit))]
+    if len(bounds) == 1:
+        mv = _stream_moments(kb, P, pieces(P, 0, per, per))
+    else:
+        found = []
+        for a, b in bounds:
+            ms = _stream_moments(kb, P, pieces(P, a, per, b - a, MOMENT_PIECE // len(bounds)))
+            t3 = kb.tile(P, (3,), F32)
+            kb.emit(Memset(out=t3.view(0, [(1, 1)]), value=float(b - a)))
+            kb.copy(ms.view(0, [(1, 1)]), t3.view(1, [(1, 1)]))
+            kb.emit(TensorScalar(inp=ms.view(1, [(1, 1)]), out=t3.view(2, [(1, 1)]), alu0=Alu.MULTIPLY,
+                                 scalar0=float(b - a)))
+            kb.release(ms)
+            found.append(t3)
+        met = meet_partials(kb, found, qout, qin[0])
+        mv = kb.tile(P, (2,), F32)
+        kb.emit(BnAggr(inp=met, out=mv))
+        kb.release(met)
     ncols = P + (1 if tail else 0)
     trip = kb.tile(1, (3 * ncols,), F32)
     kb.emit(Memset(out=trip.view(0, [(3, P)]), value=float(per)))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...isa import AP, Act, Activation, Alu, Memset, PartitionReduce, TensorReduce, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
-from .common import F32, RowStores, load, queues
+from .common import F32, RowStores, core_shares, load, meet_partials, queues
 
 CHUNK = 8192
 
@@ -41,33 +41,44 @@ def _sum_of(ctx: LoweringContext, n: int, operands: list[tuple[int, TensorMeta, 
     held: list[AP] = []
     for first, parts, m in pieces:
         chunks = list(range(0, m, CHUNK // 4 if parts > 1 else CHUNK))
-        acc = kb.tile(parts, (len(chunks),), F32)
-        for j, c0 in enumerate(chunks):
-            w = min(chunks[1] if len(chunks) > 1 else m, m - c0)
-            tiles = []
-            for k, (tensor, meta, stride) in enumerate(operands):
-                t = kb.tile(parts, (w,), meta.dtype)
-                kb.dma(qin[k % 2], hbm(tensor, parts, m * stride, [(stride, w)], meta.dtype,
-                                       offset=(first + c0) * stride), t)
-                tiles.append(t)
-            prod_t = tiles[0]
-            if len(tiles) > 1:
-                prod_t = kb.tile(parts, (w,), F32)
-                kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tiles[0], in1=tiles[1], out=prod_t))
-                tiles.append(prod_t)
-            kb.emit(TensorReduce(alu=Alu.ADD, inp=prod_t, out=acc.view(j, [(1, 1)])))
-            # loads released one chunk late: the next chunk's DMAs fill other bytes
-            kb.release(*held)
-            held = tiles
-        rows = kb.tile(parts, (1,), F32)
-        kb.emit(TensorReduce(alu=Alu.ADD, inp=acc, out=rows))
-        if parts > 1:
+        # the partitions' chunks in one share per physical core (LNC=2), met through HBM (common.core_shares)
+        shares = []
+        for share in core_shares(kb, len(chunks)) if parts > 1 else [range(len(chunks))]:
+            acc = kb.tile(parts, (len(share),), F32)
+            for j, c0 in enumerate(chunks[k] for k in share):
+                w = min(chunks[1] if len(chunks) > 1 else m, m - c0)
+                tiles = []
+                for k, (tensor, meta, stride) in enumerate(operands):
+                    t = kb.tile(parts, (w,), meta.dtype)
+                    kb.dma(qin[k % 2], hbm(tensor, parts, m * stride, [(stride, w)], meta.dtype,
+                                           offset=(first + c0) * stride), t)
+                    tiles.append(t)
+                prod_t = tiles[0]
+                if len(tiles) > 1:
+                    prod_t = kb.tile(parts, (w,), F32)
+                    kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=tiles[0], in1=tiles[1], out=prod_t))
+                    tiles.append(prod_t)
+                kb.emit(TensorReduce(alu=Alu.ADD, inp=prod_t, out=acc.view(j, [(1, 1)])))
+                # loads released one chunk late: the next chunk's DMAs fill other bytes
+                kb.release(*held)
+                held = tiles
+            rows = kb.tile(parts, (1,), F32)
+            kb.emit(TensorReduce(alu=Alu.ADD, inp=acc, out=rows))
+            if parts > 1:
+                total = kb.tile(1, (1,), F32)
+                kb.emit(PartitionReduce(alu=Alu.ADD, inp=rows, out=total))
+                kb.release(rows)
+            else:
+                total = rows
+            kb.release(acc)
+            shares.append(total)
+        met = meet_partials(kb, shares, qout, qin[0])
+        if met.free_size > 1:
             total = kb.tile(1, (1,), F32)
-            kb.emit(PartitionReduce(alu=Alu.ADD, inp=rows, out=total))
-            kb.release(rows)
+            kb.emit(TensorReduce(alu=Alu.ADD, inp=met, out=total))
+            kb.release(met)
         else:
-            total = rows
-        kb.release(acc)
+            total = met
         totals.append(total)
     if not totals:
         zero = kb.tile(1, (1,), F32)

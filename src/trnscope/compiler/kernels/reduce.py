@@ -34,7 +34,7 @@ from ...isa import (
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..tiling import coalesce
-from .common import load
+from .common import ceil_div, core_shares, load, meet_partials
 from .elementwise import MAX_COLS, scalar_arg
 
 REDUCE_OPS = {"sum": Alu.ADD, "mean": Alu.ADD, "amax": Alu.MAX, "amin": Alu.MIN, "max": Alu.MAX, "min": Alu.MIN}
@@ -134,6 +134,9 @@ def _reduce_rows(ctx, alu, scale, kshape, kx, ko, rshape, rx) -> None:
             chunks = [(ridx, c0) for ridx in outer_r for c0 in range(0, rlen, MAX_COLS)]
             nch = 1 if packable else len(chunks)
             step = max(2, RESULT_COLS // nch)
+            if len(segments) == 1 and prod(kshape[:-1]) == 1:
+                # at least one store per physical core: compiler.lnc splits a kernel by its stores
+                step = min(step, max(2, ceil_div(t_rows, kb.spec.lnc)))
             for t0 in range(0, t_rows, step):
                 tn = min(step, t_rows - t0)
                 # one partial per (row, chunk), folded once at the end; sums of even and odd rows go to
@@ -315,24 +318,37 @@ def _reduce_cols(ctx, alu, scale, kshape, kx, ko, rshape, rx, unit: int = 1) -> 
 # --- all: one contiguous dim to one value ----------------------------------------------------------------
 
 def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int) -> None:
+    """128 partitions each reduce a share of the vector, GpSimdE folds them; at LNC=2 each physical core
+    takes half the chunks and the two totals meet through HBM (common.core_shares)."""
     kb, P = ctx.kb, ctx.spec.partitions
     q_in, q_out = kb.queue("qSyncIO0", "input"), kb.queue("qSyncIO2", "output")
     x, out = ctx.call.inputs[0], ctx.call.outputs[0]
     per = n // P
     tail = n - per * P
     chunks = list(range(0, per, MAX_COLS))
-    acc = kb.tile(P, (len(chunks),), F32)
     loads = _Loads(kb)
-    for j, c0 in enumerate(chunks):
-        cols = min(MAX_COLS, per - c0)
-        t = loads.add(kb.tile(P, (cols,), x.dtype))
-        load(kb, q_in, ctx.inputs[0], x.dtype, x.offset + c0 * stride, per * stride, P, [(stride, cols)], t,
-             transpose=False)
-        kb.emit(TensorReduce(alu=alu, inp=t, out=acc.view(j, [(1, 1)])))
-    rows = kb.tile(P, (1,), F32)
-    kb.emit(TensorReduce(alu=alu, inp=acc, out=rows))
-    total = kb.tile(1, (1,), F32)
-    kb.emit(PartitionReduce(alu=alu, inp=rows, out=total))
+    totals = []
+    for share in core_shares(kb, len(chunks)):
+        acc = kb.tile(P, (len(share),), F32)
+        for j, c0 in enumerate(chunks[k] for k in share):
+            cols = min(MAX_COLS, per - c0)
+            t = loads.add(kb.tile(P, (cols,), x.dtype))
+            load(kb, q_in, ctx.inputs[0], x.dtype, x.offset + c0 * stride, per * stride, P, [(stride, cols)], t,
+                 transpose=False)
+            kb.emit(TensorReduce(alu=alu, inp=t, out=acc.view(j, [(1, 1)])))
+        rows = kb.tile(P, (1,), F32)
+        kb.emit(TensorReduce(alu=alu, inp=acc, out=rows))
+        part = kb.tile(1, (1,), F32)
+        kb.emit(PartitionReduce(alu=alu, inp=rows, out=part))
+        kb.release(acc, rows)
+        totals.append(part)
+    met = meet_partials(kb, totals, q_out, q_in)
+    if met.free_size > 1:
+        total = kb.tile(1, (1,), F32)
+        kb.emit(TensorReduce(alu=alu, inp=met, out=total))
+        kb.release(met)
+    else:
+        total = met
     if tail:
         t = loads.add(kb.tile(1, (tail,), x.dtype))
         load(kb, q_in, ctx.inputs[0], x.dtype, x.offset + per * P * stride, 0, 1, [(stride, tail)], t, transpose=False)
@@ -346,7 +362,7 @@ def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int) -> N
     else:
         kb.copy(total, res)
     kb.dma(q_out, res, hbm(ctx.outputs[0], 1, 0, [(1, 1)], out.dtype, offset=out.offset))
-    kb.release(acc, rows, total, res)
+    kb.release(total, res)
     loads.close()
 
 

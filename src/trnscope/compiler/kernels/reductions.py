@@ -27,8 +27,8 @@ from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
 from ..tiling import plan_tiles
 from .activation import _Const
-from .common import F32, RowStores, ScratchScope, attr, free_pieces, full_strides, load, queues, reduced_strides, \
-    row_plan, scratch, store
+from .common import F32, RowStores, ScratchScope, attr, core_shares, free_pieces, full_strides, load, meet_partials, queues, \
+    reduced_strides, row_plan, scratch, store
 from .elementwise import MAX_COLS, emit_map, temp
 
 PIECE = 4096
@@ -122,22 +122,35 @@ def _reduce_long(ctx, plan, folds, outs, qin, qout) -> None:
     base = plan.tiles[0].offsets[0]
     per = n // P
     tail = n - per * P
-    accs = [kb.tile(P, (1,), F32) for _ in folds]
+    starts = list(range(0, per, PIECE))
+    # one share of the pieces per physical core (LNC=2), their totals met through HBM (common.core_shares)
+    partials: list[list[AP]] = [[] for _ in folds]
     held: list[AP] = []
-    for j, c0 in enumerate(range(0, per, PIECE)):
-        w = min(PIECE, per - c0)
-        xt = kb.tile(P, (w,), x.dtype)
-        load(kb, qin[j % 2], ctx.inputs[0], x.dtype, base + c0 * s, per * s, P, [(s, w)], xt, transpose=False)
-        with ScratchScope() as made:
-            for f, acc in zip(folds, accs):
-                _reduce_piece(kb, f, xt, acc, j == 0)
-        kb.release(*held)
-        held = [xt, *made]
+    for share in core_shares(kb, len(starts)):
+        accs = [kb.tile(P, (1,), F32) for _ in folds]
+        for j, c0 in enumerate(starts[k] for k in share):
+            w = min(PIECE, per - c0)
+            xt = kb.tile(P, (w,), x.dtype)
+            load(kb, qin[j % 2], ctx.inputs[0], x.dtype, base + c0 * s, per * s, P, [(s, w)], xt, transpose=False)
+            with ScratchScope() as made:
+                for f, acc in zip(folds, accs):
+                    _reduce_piece(kb, f, xt, acc, j == 0)
+            kb.release(*held)
+            held = [xt, *made]
+        for f, acc, mine in zip(folds, accs, partials):
+            mine.append(kb.tile(1, (1,), F32))
+            kb.emit(PartitionReduce(alu=f.alu, inp=acc, out=mine[-1]))
+        kb.release(*accs)
     kb.release(*held)
     totals = []
-    for f, acc in zip(folds, accs):
-        total = kb.tile(1, (1,), F32)
-        kb.emit(PartitionReduce(alu=f.alu, inp=acc, out=total))
+    for f, mine in zip(folds, partials):
+        met = meet_partials(kb, mine, qout, qin[0])
+        if met.free_size > 1:
+            total = kb.tile(1, (1,), F32)
+            kb.emit(TensorReduce(alu=f.alu, inp=met, out=total))
+            kb.release(met)
+        else:
+            total = met
         totals.append(total)
     if tail:
         xt = kb.tile(1, (tail,), x.dtype)
@@ -153,7 +166,7 @@ def _reduce_long(ctx, plan, folds, outs, qin, qout) -> None:
         t = plan.tiles[0]
         store(kb, qout, res, ctx.outputs[f.out], o.dtype, t.offsets[1 + k], 0, 1, [(1, 1)])
         kb.release(res)
-    kb.release(*accs, *totals)
+    kb.release(*totals)
 
 
 def _fill_results(ctx, plan, folds, outs, qout) -> None:
@@ -285,27 +298,36 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
         strides = [broadcast_strides(m, shape) for m in metas]
         tiles = plan_tiles(shape if shape else (1,), strides if shape else [(0,) for _ in metas], MAX_COLS)
         qs = [kb.queue(f"qSyncIO{i % 2}", "input") for i in range(max(1, len(metas)))]
-        acc = kb.tile(P, (1,), F32)
-        kb.emit(Memset(out=acc, value=0.0))
+        # one share of the tiles per physical core (LNC=2), their sums met through HBM (common.core_shares)
+        partials = []
         held: list[AP] = []
-        for t in tiles:
-            ins = []
-            for k, (m, opt) in enumerate(zip(metas, t.operands)):
-                tile = kb.tile(t.rows, (t.cols,), m.dtype)
-                load(kb, qs[k % len(qs)], ctx.inputs[operands[k]], m.dtype, m.offset + opt.offset, opt.pstride,
-                     t.rows, [(opt.cstride, t.cols)], tile)
-                ins.append(tile)
-            val = kb.tile(t.rows, (t.cols,), F32)
-            with ScratchScope() as made:
-                compute(kb, ins, val)
-                part = scratch(kb, t.rows, 1)
-                kb.emit(TensorReduce(alu=Alu.ADD, inp=val, out=part))
-                kb.emit(TensorTensor(alu=Alu.ADD, in0=acc.rows(0, t.rows), in1=part, out=acc.rows(0, t.rows)))
-            kb.release(*held)
-            held = ins + [val] + made
+        shares = core_shares(kb, len(tiles))
+        for share in shares:
+            acc = kb.tile(P, (1,), F32)
+            kb.emit(Memset(out=acc, value=0.0))
+            for t in (tiles[k] for k in share):
+                ins = []
+                for k, (m, opt) in enumerate(zip(metas, t.operands)):
+                    tile = kb.tile(t.rows, (t.cols,), m.dtype)
+                    load(kb, qs[k % len(qs)], ctx.inputs[operands[k]], m.dtype, m.offset + opt.offset, opt.pstride,
+                         t.rows, [(opt.cstride, t.cols)], tile)
+                    ins.append(tile)
+                val = kb.tile(t.rows, (t.cols,), F32)
+                with ScratchScope() as made:
+                    compute(kb, ins, val)
+                    part = scratch(kb, t.rows, 1)
+                    kb.emit(TensorReduce(alu=Alu.ADD, inp=val, out=part))
+                    kb.emit(TensorTensor(alu=Alu.ADD, in0=acc.rows(0, t.rows), in1=part, out=acc.rows(0, t.rows)))
+                kb.release(*held)
+                held = ins + [val] + made
+            partials.append(total if len(shares) == 1 else kb.tile(1, (1,), F32))
+            kb.emit(PartitionReduce(alu=Alu.ADD, inp=acc, out=partials[-1]))
+            kb.release(acc)
         kb.release(*held)
-        kb.emit(PartitionReduce(alu=Alu.ADD, inp=acc, out=total))
-        kb.release(acc)
+        if len(partials) > 1:
+            met = meet_partials(kb, partials, q_out, qs[0])
+            kb.emit(TensorReduce(alu=Alu.ADD, inp=met, out=total))
+            kb.release(met)
         if mean:
             kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.DIVIDE, scalar0=float(n)))
     res = kb.tile(1, (1,), out.dtype)
