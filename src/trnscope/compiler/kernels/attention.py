@@ -6,12 +6,14 @@ transpose kernel), into one of two buffer sets so the next head's loads overlap 
 compute. Per 128-row query tile and 512-column key block
 
 - TensorE computes the scores block q k^T into PSUM (stationary Q^T, moving K^T);
-- VectorE finds the block's row max straight from PSUM; ScalarE computes
-  p = exp(scale * s - m_new) from PSUM with the row sum accumulated in the same instruction, the
+- VectorE takes the scores out of PSUM in one tensor_scalar_reduce: scaled into SBUF, with their
+  row max (negated) in the same pass, and the scores' banks go back to PSUM; ScalarE computes
+  p = exp(s - m_new) from SBUF with the row sum accumulated in the same instruction, the
   correction exp(m_old - m_new) and the running sum (activation with per-partition scale and
-  bias); VectorE rescales the output accumulator in place in PSUM;
-- TensorE transposes p (128 columns at a time, matmul against the identity) into the scores'
-  own PSUM bank so the key dim is on the partitions, and accumulates p v into the accumulator.
+  bias); VectorE rescales the output accumulator in place in PSUM. Only the row-max pass and the
+  p^T copy read PSUM, which NC-v2's VectorE and ScalarE cannot do at the same time (S1);
+- TensorE transposes p (128 columns at a time, matmul against the identity) into a PSUM bank of
+  its own so the key dim is on the partitions, and accumulates p v into the accumulator.
 
 After the last block the accumulator is divided by the row sum on its way out of PSUM. Scores
 and probabilities never leave SBUF/PSUM. V is loaded per full key block with
@@ -19,9 +21,11 @@ partition r holding that block's keys r*c .. r*c + c - 1 (c chunks of 128: conti
 rather than one 256-byte row per partition), the probabilities transposed in the matching order. The
 log-sum-exp of every (query tile, head) is collected per batch in one [128 queries, tile x head]
 tile and stored once per batch in long runs (heads adjacent: a run of H heads per query; queries
-adjacent: rows of 128 queries made by TensorE transposes); other layouts store one row per head. Two query tiles are in flight ("lanes"): their blocks
-are emitted stage by stage in turn, and each lane's next scores block is issued before its
-current softmax, so every engine's in-order stream alternates between independent work.
+adjacent: rows of 128 queries made by TensorE transposes); other layouts store one row per head. Several query tiles are in flight ("lanes", _schedule: three
+lanes of two-block spans where PSUM holds them): their blocks are emitted stage by stage in turn, so
+every engine's in-order stream alternates between independent work; the lanes of consecutive heads
+form one pool (a head's next lane starts when one of the previous head's ends), and query tiles are
+dealt to lanes back and forth so the causal mask's growing rows balance.
 
 ``is_causal`` (top-left aligned, as PyTorch) skips key blocks above the diagonal, computes only
 the key columns a diagonal block's queries can see, and adds their triangle to the scores in PSUM on
@@ -125,7 +129,7 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
         vt = _load_head(ctx, q_in, kt, qt, vt_buf, e_chunks, b, h, hk, dt)
         # the (query tile, key span) work items of this head: a span is up to `span` consecutive
         # key blocks whose softmax statistics are taken at once (one row max, one exp); causal
-        # leaves out the blocks entirely above the diagonal. Two query tiles are in flight.
+        # leaves out the blocks entirely above the diagonal.
         items = []
         for q0 in range(0, L, P):
             lq = min(P, L - q0)
