@@ -12,7 +12,7 @@ from trnscope.isa import (
     AP, Act, Activation, AffineSelect, Alu, BnAggr, BnStats, DType, Dma, FindIndex8, Iota, LoadStationary, Max8,
     Memset,
     MultiplyMoving, PartitionReduce, Program, ProgramError, Select, SemaphoreSet, SemaphoreWait, Space, TensorCopy,
-    TensorReduce, TensorScan, TensorTensor, hbm, psum, sbuf, validate,
+    TensorReduce, TensorScalarReduce, TensorScan, TensorTensor, hbm, psum, sbuf, validate,
 )
 
 from . import programs as P
@@ -64,6 +64,31 @@ def test_max8_and_find_index8_give_the_largest_and_their_first_positions():
     assert (res["i8"][:, 0] == np.where(np.arange(PP) == 5, 9, 3)).all()
     assert (res["i8"][rest, 1] == 3).all()   # the tie's second copy is the same value: its first position again
     assert (res["i8"][:, 7] == -1).all()
+
+
+def test_tensor_scalar_reduce_scales_and_reduces_its_result():
+    """nki.isa.tensor_scalar_reduce: out = x * s, reduce_res = -(row max of out) with the negation."""
+    C = 48
+    x = rand((PP, C), seed=11, lo=-4, hi=4)
+    k = P.Kernel("tsr")
+    xi = k.tensor("x", (PP, C), "float32")
+    xt = k.sbuf(PP, [C], "float32")
+    ot = k.sbuf(PP, [C], "bfloat16")
+    mx = k.sbuf(PP, [1], "float32")
+    t = k.load(xt, P.rows_ap(xi, 0, PP, C, "float32"))
+    t = k.add(TensorScalarReduce(inp=xt, out=ot, alu0=Alu.MULTIPLY, scalar0=0.37, reduce_alu=Alu.MAX,
+                                 reduce_res=mx, negate=True), t)
+    one_output(k, ot, (PP, C), "bfloat16", t, name="o")
+    one_output(k, mx, (PP, 1), "float32", t, name="m")
+    res = interp.run(k.prog, [x])
+    ref = torch.from_numpy(x * np.float32(0.37)).to(torch.bfloat16).float().numpy()
+    got = np.asarray(res["o"]).astype(np.float32)
+    np.testing.assert_array_equal(got, ref)
+    # reduced over the result as written (BF16), as reduce_op(dst)
+    np.testing.assert_array_equal(res["m"][:, 0], -ref.max(1))
+    with pytest.raises(ProgramError, match="reduce_res must be"):
+        TensorScalarReduce(inp=xt, out=xt, alu0=Alu.MULTIPLY, scalar0=1.0, reduce_alu=Alu.MAX,
+                           reduce_res=ot).check(get_spec(), None)
 
 
 def test_max8_takes_8_to_16384_elements():

@@ -113,7 +113,7 @@ def _core(enc, spec):
                     enc.sig_sem, enc.sig_val, enc.sig_set, enc.dma_desc, enc.dma_desc_ns, enc.dma_fixed_ns,
                     enc.stream_ptr, enc.stream_instr, enc.n_streams, max(1, enc.n_sems), spec.dma_engines,
                     spec.tensor_throttling, spec.throttle_idle_ns, spec.throttle_ramp_ns, spec.throttle_start_fraction,
-                    enc.pcore, enc.n_cores)
+                    enc.pcore, enc.n_cores, enc.psum_lock, enc.n_psum_locks)
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

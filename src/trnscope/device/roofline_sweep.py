@@ -355,15 +355,14 @@ WHY = {
     "aten::index_add": _SLICES, "aten::index_copy": _SLICES, "aten::index_fill": _SLICES,
     "aten::argmax": _ARG, "aten::argmin": _ARG, "aten::max.dim": _ARG, "aten::min.dim": _ARG,
     "aten::_scaled_dot_product_fused_attention_overrideable": "flash attention at head dim 128, causal "
-        "(kernels/attention.py): the softmax chain of each 128-query tile (scores, VectorE row max from "
-        "PSUM, ScalarE exp with the row sum, TensorE transposes of p, their PSUM copy, p v) is latency-bound "
-        "with two tiles in flight: on trn1 VectorE and ScalarE are busy only 55-65% of the time (about 200 us "
-        "each: the max, exp and p-copy passes at 1.12/1.4 GHz plus a 200-cycle dependent-instruction overhead "
-        "on each of their ~1,400 instructions), TensorE 30-40% (115-127 us: three 128-deep passes per key, the "
-        "causal mask added by an identity matmul). Reaching 2x needs fewer VectorE/ScalarE passes per score "
-        "(a fused scale+max+copy, nki.isa.tensor_scalar_reduce, is not in the ISA model yet) and more tiles in "
-        "flight than PSUM's 8 banks allow at one bank per score block; the bound counts only the unmasked "
-        "pairs' FLOPs",
+        "(kernels/attention.py): latency-bound with three query tiles in flight, VectorE and ScalarE about "
+        "50-60% busy. Each score passes through three VectorE/ScalarE instructions: the copy out of PSUM "
+        "with the scale and row max (one tensor_scalar_reduce), the exp with the row sum (ScalarE, from "
+        "SBUF) and the copy of p^T out of PSUM after TensorE's transposes; the first and last read PSUM, "
+        "which NC-v2's VectorE and ScalarE cannot do at the same time, so on trn1 those two passes alone "
+        "are 73,728 scores per partition x (1/1.12 + 1/1.4) ns = 119 us, 2.4x the bound, before the "
+        "200-cycle dependent-instruction overhead of each instruction and TensorE's in-order waits on the "
+        "softmax of the lane at its head; the bound counts only the unmasked pairs' FLOPs",
     "aten::_scaled_dot_product_flash_attention_for_cpu": "as _scaled_dot_product_fused_attention_overrideable; its "
         "log-sum-exp, laid out [B, L, H] (a head's values H apart), is collected per batch as [query, tile x head] "
         "and leaves once, a run of H heads per descriptor",

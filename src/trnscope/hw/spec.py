@@ -85,6 +85,12 @@ class HardwareSpec:
         1.5, "S1", "minor-F stride > 16 B halves the access bandwidth: the instruction takes ~50% longer"
     )
     act_read_accumulator_cycles: int = sourced(64, "S1", "reading the ScalarE accumulator back")
+    psum_vector_scalar_exclusive: str = sourced(
+        "bank", "S1,S2",
+        "what VectorE and ScalarE may not access at the same time in PSUM: 'psum' (all of it: NC-v2 "
+        "'VectorE and ScalarE cannot access PSUM in parallel', S1), 'bank' (NC-v3: 'in parallel, as long "
+        "as their accesses do not collide on the same PSUM bank', S2) or 'none'",
+    )
 
     dma_engines: int = sourced(16, "S1,S2,S6", "16 DMA engines per NeuronCore")
     dma_queues_per_engine: int = sourced(16, "S6")

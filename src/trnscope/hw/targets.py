@@ -21,6 +21,7 @@ TRN1 = _register(
         dma_bytes_per_ns_per_engine=17.0,
         vector_perf_mode=False,
         tensor_throttling=False,
+        psum_vector_scalar_exclusive="psum",
     ),
     {
         "physical_cores_per_chip": ("S1", "Trainium: 2 NeuronCore-v2 per chip"),
@@ -39,6 +40,9 @@ TRN1 = _register(
         ),
         "vector_perf_mode": ("S2", "the 2x/4x VectorE modes are NC-v3 only"),
         "tensor_throttling": ("S24", "throttling is documented for Trn2/Trn3 only"),
+        "psum_vector_scalar_exclusive": (
+            "S1", "NeuronCore-v2: VectorE and ScalarE cannot access PSUM in parallel; the compiler serialises them",
+        ),
     },
 )
 

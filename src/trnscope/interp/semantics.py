@@ -16,7 +16,7 @@ import numpy as np
 from ..isa import (
     AP, Activation, AffineSelect, Alu, BnAggr, BnStats, Dma, DmaGather, DmaScatter, FindIndex8, Gather, Instruction, Iota,
     LoadStationary, Max8, Memset, MultiplyMoving, PartitionReduce, ProgramError, Random, ScalarTensorTensor, Select, SemaphoreSet,
-    SemaphoreWait, TensorCopy, TensorReduce, TensorScalar, TensorScan, TensorTensor, TensorTranspose,
+    SemaphoreWait, TensorCopy, TensorReduce, TensorScalar, TensorScalarReduce, TensorScan, TensorTensor, TensorTranspose,
 )
 from . import numerics as nm
 
@@ -99,6 +99,18 @@ def tensor_scalar(m: Interpreter, ins: TensorScalar) -> None:
         s1 = m.scalar(ins.scalar1, p)
         r = nm.binary(ins.alu1, s1, r) if ins.reverse1 else nm.binary(ins.alu1, r, s1)
     m.write(ins.out, np.broadcast_to(r, x.shape))
+
+
+@semantics(TensorScalarReduce)
+def tensor_scalar_reduce(m: Interpreter, ins: TensorScalarReduce) -> None:
+    m.same_size(ins.inp, ins.out, "inp")
+    x = m.read(ins.inp)
+    s0 = m.scalar(ins.scalar0, ins.inp.partitions)
+    r = nm.binary(ins.alu0, s0, x) if ins.reverse0 else nm.binary(ins.alu0, x, s0)
+    m.write(ins.out, np.broadcast_to(r, x.shape))
+    # the reduction is over the result as written (nki: reduce_op(dst))
+    red = nm.reduce(ins.reduce_alu, m.memory.view(ins.out).reshape(ins.out.partitions, -1), axis=-1)
+    m.write(ins.reduce_res, (-red if ins.negate else red).reshape(ins.out.partitions, 1))
 
 
 @semantics(ScalarTensorTensor)

@@ -7,7 +7,11 @@ MultiplyMoving needs the array loaded by the LoadStationary before it. A DMA que
 transfers in order as soon as their waits hold; each transfer's descriptors spread round-robin
 over the 16 DMA engines, which serve them FIFO after the fixed issue latency. A Program spread over
 the physical cores of a logical core (LNC=2) has streams per physical core (``pcore``): each core
-has its own TensorE state and its own 16 DMA engines. Compiled with numba
+has its own TensorE state and its own 16 DMA engines. VectorE and ScalarE instructions that touch
+PSUM hold PSUM locks while they run (``psum_lock``, a bit per lock: all of PSUM on NC-v2, its bank
+on NC-v3), so the two engines' PSUM accesses serialise as the compiler orders them (S1, S2): an
+instruction whose lock another engine holds starts when it is released and, like any instruction
+held back by another engine, pays the dependent-instruction overhead. Compiled with numba
 so large programs simulate at millions of instructions per second.
 """
 
@@ -61,7 +65,7 @@ def _heap_pop(ht, hi, size):
 @njit(cache=True)
 def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, sig_sem, sig_val, sig_set,
              dma_desc, dma_desc_ns, dma_fixed_ns, stream_ptr, stream_instr, n_streams, n_sems, n_dma_engines,
-             throttle, throttle_idle_ns, throttle_ramp_ns, throttle_start, pcore, n_cores):
+             throttle, throttle_idle_ns, throttle_ramp_ns, throttle_start, pcore, n_cores, psum_lock, n_locks):
     start = np.full(n, -1.0)
     end = np.full(n, -1.0)
     data_start = np.full(n, -1.0)
@@ -78,6 +82,7 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
     ls_end = np.zeros(n_cores)
     pe_last_end = np.full(n_cores, -1e30)
     pe_busy_since = np.zeros(n_cores)
+    lock_free = np.zeros(n_cores * max(n_locks, 1))   # when each PSUM lock of each core is released
     ht = np.empty(n + 1)
     hi = np.empty(n + 1, np.int64)
     hsize = 0
@@ -100,6 +105,17 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
                     gate = 0.0
                 else:
                     gate = free[s]
+                engine_gate = gate
+                locked = 0.0
+                lm = psum_lock[i]
+                if lm != 0:
+                    for b in range(n_locks):
+                        if (lm >> b) & 1 and lock_free[c * n_locks + b] > locked:
+                            locked = lock_free[c * n_locks + b]
+                    if locked > gate:
+                        gate = locked
+                    else:
+                        locked = 0.0
                 if gate > now:
                     break
                 ok = True
@@ -114,9 +130,10 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
                     break
                 heads[s] += 1
                 start[i] = now
-                waited = wait_ptr[i + 1] > wait_ptr[i] and last_sig >= gate
+                # held back by a semaphore, or by a PSUM lock the other engine released
+                waited = (wait_ptr[i + 1] > wait_ptr[i] and last_sig >= gate) or locked > 0.0
                 if waited:
-                    wait_ns[i] = now - gate
+                    wait_ns[i] = now - engine_gate
                 if k == KIND_DMA:
                     ready = now + dma_fixed_ns[i]
                     nd = dma_desc[i]
@@ -160,6 +177,10 @@ def run_core(n, kind, base_ns, dep_ns, wait_ptr, wait_sem, wait_val, sig_ptr, si
                         ls_end[c] = now + dur
                     else:
                         free[s] = now + dur
+                        if lm != 0:
+                            for b in range(n_locks):
+                                if (lm >> b) & 1:
+                                    lock_free[c * n_locks + b] = now + dur
                     end[i] = now + dur
                 hsize = _heap_push(ht, hi, hsize, end[i], i)
         if hsize == 0:

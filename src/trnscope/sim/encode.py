@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw import HardwareSpec
-from ..isa import DmaInstruction, Engine, Instruction, Program, SemaphoreSet
+from ..isa import DmaInstruction, Engine, Instruction, Program, SemaphoreSet, Space
 from ..isa.columns import STREAM_ENGINES, Columns, program_columns
 
 ENGINE_STREAMS = tuple(e.value for e in STREAM_ENGINES)
@@ -45,6 +45,10 @@ class Encoded:
     n_sems: int
     pcore: np.ndarray         # int8 [n]: the physical core of each instruction (0 unless LNC > 1)
     n_cores: int
+    # int64 [n]: bit b set when the instruction holds PSUM lock b while it runs (VectorE/ScalarE
+    # instructions touching PSUM: one lock for all of PSUM on NC-v2, one per bank on NC-v3; 0 otherwise)
+    psum_lock: np.ndarray
+    n_psum_locks: int
     # reporting columns
     flops_model: np.ndarray
     flops_hw: np.ndarray
@@ -66,8 +70,11 @@ def encode(program: Program, spec: HardwareSpec, *, columns: Columns | None = No
     """``columns``: the Program's :func:`~trnscope.isa.columns.program_columns`, when the caller has them."""
     cols = columns if columns is not None else program_columns(program)
     table = np.array([_row(rep, spec) for rep in cols.form_reps], dtype=np.float64).reshape(-1, len(_COLUMNS))
+    # the PSUM banks an instruction touches depend on its placement: per shape, not per form
+    locks = np.fromiter((psum_lock_mask(rep, spec) for rep in cols.reps), np.int64, len(cols.reps))
     return _assemble(program, table[cols.form], cols.wait_ptr, cols.wait_sem, cols.wait_val, cols.sig_ptr,
-                     cols.sig_sem, cols.sig_val, cols.sig_set)
+                     cols.sig_sem, cols.sig_val, cols.sig_set, locks[cols.shape] if cols.n else np.zeros(0, np.int64),
+                     spec)
 
 
 def encode_reference(program: Program, spec: HardwareSpec) -> Encoded:
@@ -75,8 +82,10 @@ def encode_reference(program: Program, spec: HardwareSpec) -> Encoded:
     n = len(program.instructions)
     rows, wait_ptr, sig_ptr = [], [0], [0]
     wsem, wval, ssem, sval, sset = [], [], [], [], []
+    locks = []
     for ins in program.instructions:
         rows.append(_row(ins, spec))
+        locks.append(psum_lock_mask(ins, spec))
         for s, v in ins.waits:
             wsem.append(s)
             wval.append(v)
@@ -93,11 +102,11 @@ def encode_reference(program: Program, spec: HardwareSpec) -> Encoded:
     table = np.array(rows, dtype=np.float64).reshape(n, len(_COLUMNS))
     return _assemble(program, table, np.asarray(wait_ptr, np.int64), np.asarray(wsem, np.int64),
                      np.asarray(wval, np.int64), np.asarray(sig_ptr, np.int64), np.asarray(ssem, np.int64),
-                     np.asarray(sval, np.int64), np.asarray(sset, np.bool_))
+                     np.asarray(sval, np.int64), np.asarray(sset, np.bool_), np.asarray(locks, np.int64), spec)
 
 
 def _assemble(program: Program, table: np.ndarray, wait_ptr, wait_sem, wait_val, sig_ptr, sig_sem, sig_val,
-              sig_set) -> Encoded:
+              sig_set, psum_lock: np.ndarray, spec: HardwareSpec) -> Encoded:
     n = len(table)
     col = {name: np.ascontiguousarray(table[:, j]) for j, name in enumerate(_COLUMNS)}
     stream = col["stream"].astype(np.int32)
@@ -120,7 +129,8 @@ def _assemble(program: Program, table: np.ndarray, wait_ptr, wait_sem, wait_val,
         sig_set=sig_set, dma_desc=col["dma_desc"].astype(np.int64), dma_desc_ns=col["dma_desc_ns"],
         dma_fixed_ns=col["dma_fixed_ns"], stream_ptr=stream_ptr, stream_instr=order.astype(np.int64),
         n_streams=n_streams, n_sems=len(program.semaphores), pcore=np.ascontiguousarray(pcore, np.int8),
-        n_cores=n_cores, flops_model=col["flops_model"],
+        n_cores=n_cores, psum_lock=np.ascontiguousarray(psum_lock, np.int64), n_psum_locks=psum_lock_count(spec),
+        flops_model=col["flops_model"],
         flops_hw=col["flops_hw"], **ints,
     )
 
@@ -155,3 +165,42 @@ def _row(ins: Instruction, spec: HardwareSpec) -> tuple:
     fm, fh = ins.flops()
     sr, sw, pr, pw = ins.onchip_bytes()
     return (_STREAM_INDEX[engine], kind, base, dep, 0, 0.0, 0.0, fm, fh, 0, 0, sr, sw, pr, pw)
+
+
+_PSUM_SHARING = ("psum", "bank", "none")
+
+
+def psum_lock_count(spec: HardwareSpec) -> int:
+    """How many PSUM locks each physical core has: 1 (NC-v2: VectorE and ScalarE cannot access PSUM
+    in parallel, S1), one per bank (NC-v3: unless they hit the same bank, S2), or 0."""
+    mode = spec.psum_vector_scalar_exclusive
+    if mode not in _PSUM_SHARING:
+        raise ValueError(f"spec {spec.name!r}: psum_vector_scalar_exclusive={mode!r} is not one of "
+                         f"{_PSUM_SHARING}; set it to 'psum' (NC-v2), 'bank' (NC-v3) or 'none'")
+    if mode == "bank" and spec.psum_banks > 62:
+        raise ValueError(f"spec {spec.name!r}: {spec.psum_banks} PSUM banks do not fit the simulator's 62 "
+                         "bank locks; use psum_vector_scalar_exclusive='psum'")
+    return {"psum": 1, "bank": spec.psum_banks, "none": 0}[mode]
+
+
+def psum_lock_mask(ins: Instruction, spec: HardwareSpec) -> int:
+    """The PSUM locks a VectorE or ScalarE instruction holds while it runs (bit per lock), 0 for other
+    engines and for instructions that touch only SBUF. The compiler serialises the two engines'
+    PSUM accesses (S1); TensorE writing PSUM and GpSimdE (no PSUM port) are not part of the rule."""
+    if ins.ENGINE not in (Engine.VECTOR, Engine.SCALAR):
+        return 0
+    n_locks = psum_lock_count(spec)
+    if n_locks == 0:
+        return 0
+    mask = 0
+    for ap in (*ins.reads(), *ins.writes()):
+        if ap.space is not Space.PSUM:
+            continue
+        if n_locks == 1:
+            return 1
+        bank_bytes = spec.psum_bank_bytes
+        first = ap.offset // bank_bytes
+        last = (ap.offset + ap.extent_bytes() - 1) // bank_bytes
+        for b in range(max(first, 0), min(last, n_locks - 1) + 1):
+            mask |= 1 << b
+    return mask

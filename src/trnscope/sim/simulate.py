@@ -33,7 +33,7 @@ def simulate(program: Program, spec: HardwareSpec | None = None, *, check: bool 
         enc.n, enc.kind, enc.base_ns, enc.dep_ns, enc.wait_ptr, enc.wait_sem, enc.wait_val, enc.sig_ptr,
         enc.sig_sem, enc.sig_val, enc.sig_set, enc.dma_desc, enc.dma_desc_ns, enc.dma_fixed_ns, enc.stream_ptr,
         enc.stream_instr, enc.n_streams, max(1, enc.n_sems), spec.dma_engines, spec.tensor_throttling,
-        spec.throttle_idle_ns, spec.throttle_ramp_ns, spec.throttle_start_fraction, enc.pcore, enc.n_cores,
+        spec.throttle_idle_ns, spec.throttle_ramp_ns, spec.throttle_start_fraction, enc.pcore, enc.n_cores, enc.psum_lock, enc.n_psum_locks,
     )
     if done < enc.n:
         raise DeadlockError(_deadlock_message(program, enc, heads))

@@ -6,12 +6,14 @@ transpose kernel), into one of two buffer sets so the next head's loads overlap 
 compute. Per 128-row query tile and 512-column key block
 
 - TensorE computes the scores block q k^T into PSUM (stationary Q^T, moving K^T);
-- VectorE finds the block's row max straight from PSUM; ScalarE computes
-  p = exp(scale * s - m_new) from PSUM with the row sum accumulated in the same instruction, the
+- VectorE takes the scores out of PSUM in one tensor_scalar_reduce: scaled into SBUF, with their
+  row max (negated) in the same pass, and the scores' banks go back to PSUM; ScalarE computes
+  p = exp(s - m_new) from SBUF with the row sum accumulated in the same instruction, the
   correction exp(m_old - m_new) and the running sum (activation with per-partition scale and
-  bias); VectorE rescales the output accumulator in place in PSUM;
-- TensorE transposes p (128 columns at a time, matmul against the identity) into the scores'
-  own PSUM bank so the key dim is on the partitions, and accumulates p v into the accumulator.
+  bias); VectorE rescales the output accumulator in place in PSUM. Only the row-max pass and the
+  p^T copy read PSUM, which NC-v2's VectorE and ScalarE cannot do at the same time (S1);
+- TensorE transposes p (128 columns at a time, matmul against the identity) into a PSUM bank of
+  its own so the key dim is on the partitions, and accumulates p v into the accumulator.
 
 After the last block the accumulator is divided by the row sum on its way out of PSUM. Scores
 and probabilities never leave SBUF/PSUM. V is loaded per full key block with
@@ -19,9 +21,11 @@ partition r holding that block's keys r*c .. r*c + c - 1 (c chunks of 128: conti
 rather than one 256-byte row per partition), the probabilities transposed in the matching order. The
 log-sum-exp of every (query tile, head) is collected per batch in one [128 queries, tile x head]
 tile and stored once per batch in long runs (heads adjacent: a run of H heads per query; queries
-adjacent: rows of 128 queries made by TensorE transposes); other layouts store one row per head. Two query tiles are in flight ("lanes"): their blocks
-are emitted stage by stage in turn, and each lane's next scores block is issued before its
-current softmax, so every engine's in-order stream alternates between independent work.
+adjacent: rows of 128 queries made by TensorE transposes); other layouts store one row per head. Several query tiles are in flight ("lanes", _schedule: three
+lanes of two-block spans where PSUM holds them): their blocks are emitted stage by stage in turn, so
+every engine's in-order stream alternates between independent work; the lanes of consecutive heads
+form one pool (a head's next lane starts when one of the previous head's ends), and query tiles are
+dealt to lanes back and forth so the causal mask's growing rows balance.
 
 ``is_causal`` (top-left aligned, as PyTorch) skips key blocks above the diagonal, computes only
 the key columns a diagonal block's queries can see, and adds their triangle to the scores in PSUM on
@@ -37,7 +41,7 @@ import math
 
 from ...isa import (
     AP, Act, Activation, AffineSelect, Alu, DType, Engine, LoadStationary, Memset, MultiplyMoving, Select,
-    TensorCopy, TensorReduce, TensorScalar, TensorTensor, TensorTranspose, hbm,
+    TensorCopy, TensorReduce, TensorScalar, TensorScalarReduce, TensorTensor, TensorTranspose, hbm,
 )
 from ..lowering import LoweringContext, lowering
 from .common import F32, FLT_MAX, attr, ceil_div, full_strides, load, store
@@ -86,7 +90,6 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     ev_slices = [(e0, min(EV_SLICE, Ev - e0)) for e0 in range(0, Ev, EV_SLICE)]
     causal_masks: dict[tuple[int, int, int], AP] = {}
     neg_big = None
-    held_bh: list[AP] = []
     n_qt = ceil_div(L, P)
     # the output leaves in runs of whole query groups when its rows are below the DMA knee (see
     # _Regroup), where that shortens the kernel as simulated ([1, 16, 1024, 128] BF16): under the causal
@@ -107,10 +110,8 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     sets = 2 if B * H > 1 and 2 * per_head <= room else 1
     buffers = [([kb.tile(ec, (S,), mdt) for _, ec in e_chunks], [kb.tile(ec, (L,), mdt) for _, ec in e_chunks],
                 _v_tiles(kb, s_blocks, v, S, Ev, mdt)) for _ in range(sets)]
-    lanes = 2 if len(ev_slices) == 1 else 1
-    span, lookahead = _span_banks(kb, len(s_blocks), lanes, len(ev_slices), regroup)
+    lanes, span, lookahead = _schedule(kb, len(s_blocks), len(ev_slices), regroup, pdt)
     bal = _Balance(kb)
-    head = 0
     # the log-sum-exp is collected per batch as [128 queries, (query tile, head) columns], two
     # instructions per query tile, and stored once per batch: laid out [B, L, H] (heads inner, as
     # the CPU flash kernel returns it; columns tile-major) each partition writes runs of H values;
@@ -119,172 +120,250 @@ def emit_attention(ctx: LoweringContext, lse_out: int | None) -> None:
     lm = ctx.call.outputs[lse_out] if lse_out is not None else None
     heads_inner = lm is not None and lm.ndim >= 2 and H > 1 and lm.stride[-2] < lm.stride[-1]
     dense_rows = lm is not None and lm.stride[-1] == 1 and L % P == 0 and (lm.ndim < 2 or lm.stride[-2] == L or H == 1)
-    for b in range(B):
-        lse_all = kb.tile(P, (n_qt * H,), F32) if heads_inner or dense_rows else None
-        for h in range(H):
-            hk = h // group
-            kt, qt, vt_buf = buffers[head % len(buffers)]
-            head += 1
-            vt = _load_head(ctx, q_in, kt, qt, vt_buf, e_chunks, b, h, hk, dt)
-            # the (query tile, key span) work items of this head: a span is up to `span` consecutive
-            # key blocks whose softmax statistics are taken at once (one row max, one exp); causal
-            # leaves out the blocks entirely above the diagonal. Two query tiles are in flight.
-            items = []
-            for q0 in range(0, L, P):
-                lq = min(P, L - q0)
-                vis = [(s0, sb) for s0, sb in s_blocks if not (causal and s0 > q0 + lq - 1)]
-                items += [(q0, lq, vis[j:j + span]) for j in range(0, len(vis), span)]
-            last_of = {q0: i for i, (q0, _, _) in enumerate(items)}
-            state: dict[int, dict] = {}
-            finished: list[list[AP]] = []
-            lse_row = kb.tile(1, (L,), F32) if lse_out is not None and lse_all is None else None
-            rg = _Regroup(kb, q_out, ctx.outputs[0], out, b, h, L, Ev, bal) if regroup else None
+    def open_head(b: int, h: int, n_head: int, lse_all: AP | None):
+        """Load head h of batch b and return its lanes (generators that emit its query tiles stage by
+        stage) and the function that finishes the head once they are exhausted."""
+        hk = h // group
+        hk = h // group
+        kt, qt, vt_buf = buffers[n_head % len(buffers)]
+        vt = _load_head(ctx, q_in, kt, qt, vt_buf, e_chunks, b, h, hk, dt)
+        # the (query tile, key span) work items of this head: a span is up to `span` consecutive
+        # key blocks whose softmax statistics are taken at once (one row max, one exp); causal
+        # leaves out the blocks entirely above the diagonal.
+        items = []
+        for q0 in range(0, L, P):
+            lq = min(P, L - q0)
+            vis = [(s0, sb) for s0, sb in s_blocks if not (causal and s0 > q0 + lq - 1)]
+            items += [(q0, lq, vis[j:j + span]) for j in range(0, len(vis), span)]
+        last_of = {q0: i for i, (q0, _, _) in enumerate(items)}
+        state: dict[int, dict] = {}
+        finished: list[list[AP]] = []
+        lse_row = kb.tile(1, (L,), F32) if lse_out is not None and lse_all is None else None
+        rg = _Regroup(kb, q_out, ctx.outputs[0], out, b, h, L, Ev, bal) if regroup else None
 
-            def seen(q0: int, lq: int, s_lo: int, width: int) -> int:
-                """Key columns of a span the tile's queries can see: under the causal mask the keys
-                past the tile's last query are hidden from every row, so they are never computed."""
-                return min(width, q0 + lq - s_lo) if causal else width
+        def seen(q0: int, lq: int, s_lo: int, width: int) -> int:
+            """Key columns of a span the tile's queries can see: under the causal mask the keys
+            past the tile's last query are hidden from every row, so they are never computed."""
+            return min(width, q0 + lq - s_lo) if causal else width
 
-            def scores_of(i: int, *, items=items, qt=qt, kt=kt) -> AP:
-                q0, lq, blocks = items[i]
-                s_lo = blocks[0][0]
-                se = seen(q0, lq, s_lo, sum(sb for _, sb in blocks))
-                # the span's blocks in adjacent PSUM banks: one block per bank, the row statistics read
-                # across them
-                sc_t = kb.psum_tile(lq, (len(blocks) * S_BLOCK,), banks=len(blocks))
-                for s0, sb in blocks:
-                    seen_b = min(sb, se - (s0 - s_lo))
-                    for j, (e0, ec) in enumerate(e_chunks):
-                        kb.emit(LoadStationary(src=qt[j].view(q0, [(1, lq)])))
-                        kb.emit(MultiplyMoving(moving=kt[j].view(s0, [(1, seen_b)]),
-                                               dst=sc_t.view(s0 - s_lo, [(1, seen_b)]), accumulate=j > 0))
-                if causal and s_lo + se - 1 > q0:
-                    _mask_causal_on_tensor(kb, sc_t, causal_masks, q0, lq, s_lo, se, scale, mdt)
-                return sc_t
+        def scores_of(i: int, *, items=items, qt=qt, kt=kt) -> AP:
+            q0, lq, blocks = items[i]
+            s_lo = blocks[0][0]
+            se = seen(q0, lq, s_lo, sum(sb for _, sb in blocks))
+            # the span's blocks in adjacent PSUM banks: one block per bank, the row statistics read
+            # across them
+            sc_t = kb.psum_tile(lq, (len(blocks) * S_BLOCK,), banks=len(blocks))
+            for s0, sb in blocks:
+                seen_b = min(sb, se - (s0 - s_lo))
+                for j, (e0, ec) in enumerate(e_chunks):
+                    kb.emit(LoadStationary(src=qt[j].view(q0, [(1, lq)])))
+                    kb.emit(MultiplyMoving(moving=kt[j].view(s0, [(1, seen_b)]),
+                                           dst=sc_t.view(s0 - s_lo, [(1, seen_b)]), accumulate=j > 0))
+            if causal and s_lo + se - 1 > q0:
+                _mask_causal_on_tensor(kb, sc_t, causal_masks, q0, lq, s_lo, se, scale, mdt)
+            return sc_t
 
-            def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
-                      last_of=last_of, vt=vt, lse_row=lse_row, lse_all=lse_all, rg=rg):
-                """Emit work item i stage by stage; each ``yield`` lets the other lane emit its stage,
-                so every engine's program order alternates between two independent chains."""
-                nonlocal neg_big
-                q0, lq, blocks = items[i]
-                s_lo = blocks[0][0]
-                width = sum(sb for _, sb in blocks)
-                st_q = state.get(q0)
-                first = st_q is None
-                if first:
-                    st_q = state[q0] = {"acc": [kb.psum_tile(lq, (w,)) for _, w in ev_slices], "neg_m": None,
-                                        "total": kb.tile(lq, (1,), F32)}
-                acc, total = st_q["acc"], st_q["total"]
-                # the logits the softmax reads, and the factor still to apply to them
-                se = seen(q0, lq, s_lo, width)
-                logits, factor, tmp = scores.view(0, [(1, se)]), scale, None
-                if mask is not None and mask_st is not None:  # one implies the other
-                    tmp = kb.tile(lq, (width,), F32)
-                    neg_big = _apply_explicit_mask(ctx, q_mask, scores.view(0, [(1, width)]), tmp, mask_st, neg_big,
-                                                   scale, b, h, q0, lq, s_lo, width)
-                    logits, factor = tmp, 1.0
-                nmb = _row_max(kb, bal, logits, factor, mask is not None and first)
-                yield
-                p, corr = _exponentiate(kb, bal, st_q, first, logits, factor, nmb, blocks, vt, se, pdt)
-                yield
-                # p^T, 128 keys at a time, through PSUM into SBUF; the accumulator is rescaled meanwhile
-                chunks = _transpose_probs(kb, p, scores, blocks, vt, s_lo, se, lq, Ev, pdt)
-                if corr is not None:
-                    for a in acc:
-                        bal.emit(TensorScalar(inp=a, out=a, alu0=Alu.MULTIPLY, scalar0=corr))
-                    kb.release(corr)
-                yield
-                pT = kb.tile(P, (len(chunks) * P,), pdt)
-                _evacuate_probs(kb, bal, scores.with_dtype(pdt), pT, chunks, lq)
-                yield
-                for n, (sc, vtile) in enumerate(chunks):
-                    kb.emit(LoadStationary(src=pT.view(n * P, [(1, lq)], partitions=sc)))
-                    for (e0, w), a in zip(ev_slices, acc):
-                        kb.emit(MultiplyMoving(moving=vtile.view(e0, [(1, w)]), dst=a,
-                                               accumulate=not (first and n == 0)))
-                kb.release(scores, p, pT, *([tmp] if tmp is not None else []))
-                if last_of[q0] != i:
-                    return
-                yield
-                # the query tile is done: out = acc / sum, evacuated from PSUM
-                neg_m = st_q["neg_m"]
-                ot = kb.tile(lq, (Ev,), out.dtype)
+        def block(i: int, scores: AP, *, b=b, h=h, items=items, state=state, finished=finished,
+                  last_of=last_of, vt=vt, lse_row=lse_row, lse_all=lse_all, rg=rg):
+            """Emit work item i stage by stage; each ``yield`` lets the other lane emit its stage,
+            so every engine's program order alternates between two independent chains."""
+            nonlocal neg_big
+            q0, lq, blocks = items[i]
+            s_lo = blocks[0][0]
+            width = sum(sb for _, sb in blocks)
+            st_q = state.get(q0)
+            first = st_q is None
+            if first:
+                st_q = state[q0] = {"acc": [kb.psum_tile(lq, (w,)) for _, w in ev_slices], "neg_m": None,
+                                    "total": kb.tile(lq, (1,), F32)}
+            acc, total = st_q["acc"], st_q["total"]
+            # the logits the softmax reads, and the factor still to apply to them
+            se = seen(q0, lq, s_lo, width)
+            p = _prob_tile(kb, bal, lq, blocks, vt, se, pdt)
+            logits, factor, tmp = scores.view(0, [(1, se)]), scale, None
+            if mask is not None and mask_st is not None:  # one implies the other
+                tmp = kb.tile(lq, (width,), F32)
+                neg_big = _apply_explicit_mask(ctx, q_mask, scores.view(0, [(1, width)]), tmp, mask_st, neg_big,
+                                               scale, b, h, q0, lq, s_lo, width)
+                logits, factor = tmp, 1.0
+            if tmp is None:
+                # one VectorE pass takes the scores out of PSUM, scaled, with their row max
+                # (tensor_scalar_reduce); the exp then reads SBUF, which on NC-v2 leaves PSUM to
+                # the probabilities' evacuation (VectorE and ScalarE cannot share it, S1)
+                tmp = kb.tile(lq, (width,), F32)
+                nmb = kb.tile(lq, (1,), F32)
+                bal.emit(TensorScalarReduce(inp=logits, out=tmp.view(0, [(1, se)]), alu0=Alu.MULTIPLY,
+                                            scalar0=factor, reduce_alu=Alu.MAX, reduce_res=nmb, negate=True))
+                logits, factor = tmp.view(0, [(1, se)]), 1.0
+            else:
+                nmb = _row_max(kb, bal, logits, factor, first)
+            # the scores have left PSUM (into the logits in SBUF): their banks go to the next scores
+            kb.release(scores)
+            yield
+            p, corr = _exponentiate(kb, bal, st_q, first, logits, factor, nmb, p, se)
+            yield
+            # p^T, 128 keys at a time, through PSUM into SBUF; the accumulator is rescaled meanwhile
+            chunks, pT_ps = _transpose_probs(kb, p, blocks, vt, s_lo, se, lq, Ev, pdt)
+            if corr is not None:
+                for a in acc:
+                    bal.emit(TensorScalar(inp=a, out=a, alu0=Alu.MULTIPLY, scalar0=corr))
+                kb.release(corr)
+            yield
+            pT = kb.tile(P, (len(chunks) * P,), pdt)
+            _evacuate_probs(kb, bal, pT_ps, pT, chunks, lq)
+            kb.release(pT_ps)
+            yield
+            for n, (sc, vtile) in enumerate(chunks):
+                kb.emit(LoadStationary(src=pT.view(n * P, [(1, lq)], partitions=sc)))
                 for (e0, w), a in zip(ev_slices, acc):
-                    bal.emit(TensorScalar(inp=a, out=ot.view(e0, [(1, w)]), alu0=Alu.DIVIDE, scalar0=total))
-                extra = []
-                if rg is not None:
-                    rg.add(ot, q0)
-                else:
-                    store(kb, q_out, ot, ctx.outputs[0], out.dtype, _head_offset(out, b, h) + q0 * out.stride[-2],
-                          out.stride[-2], lq, [(out.stride[-1], Ev)])
-                    extra.append(ot)
-                if lse_all is not None:
-                    # log(sum) + max straight into the batch's [query, tile x head] collection
-                    c = (q0 // P) * H + h if heads_inner else h * n_qt + q0 // P
-                    _log_sum_exp(kb, total, neg_m, lse_all.rows(0, lq).view(c, [(1, 1)]))
-                elif lse_row is not None:
-                    # log-sum-exp of the tile's rows, turned into a row of the head's [1, L] vector
-                    # (TensorE transpose into the accumulator's bank, which the division has read):
-                    # one store of L contiguous values per head, not L 4-byte descriptors
-                    lt = kb.tile(lq, (1,), F32)
-                    _log_sum_exp(kb, total, neg_m, lt)
-                    row_ps = acc[0].view(0, [(1, lq)], partitions=1)
-                    kb.emit(TensorTranspose(src=lt, dst=row_ps))
-                    kb.copy(row_ps, lse_row.view(q0, [(1, lq)]))
-                    extra.append(lt)
-                del state[q0]
-                # released one finished tile late: the next tile's accumulator gets another bank, so
-                # its first matmul does not wait for this tile's evacuation
-                finished.append([*acc, neg_m, total, *extra])
-                if len(finished) > 1:
-                    kb.release(*finished.pop(0))
+                    kb.emit(MultiplyMoving(moving=vtile.view(e0, [(1, w)]), dst=a,
+                                           accumulate=not (first and n == 0)))
+            kb.release(p, pT, tmp)
+            if last_of[q0] != i:
+                return
+            yield
+            # the query tile is done: out = acc / sum, evacuated from PSUM
+            neg_m = st_q["neg_m"]
+            ot = kb.tile(lq, (Ev,), out.dtype)
+            for (e0, w), a in zip(ev_slices, acc):
+                bal.emit(TensorScalar(inp=a, out=ot.view(e0, [(1, w)]), alu0=Alu.DIVIDE, scalar0=total))
+            extra = []
+            if rg is not None:
+                # TensorE takes the other lanes' work while VectorE divides
+                yield
+                rg.add(ot, q0)
+            else:
+                store(kb, q_out, ot, ctx.outputs[0], out.dtype, _head_offset(out, b, h) + q0 * out.stride[-2],
+                      out.stride[-2], lq, [(out.stride[-1], Ev)])
+                extra.append(ot)
+            if lse_all is not None:
+                # log(sum) + max straight into the batch's [query, tile x head] collection
+                c = (q0 // P) * H + h if heads_inner else h * n_qt + q0 // P
+                _log_sum_exp(kb, total, neg_m, lse_all.rows(0, lq).view(c, [(1, 1)]))
+            elif lse_row is not None:
+                # log-sum-exp of the tile's rows, turned into a row of the head's [1, L] vector
+                # (TensorE transpose into the accumulator's bank, which the division has read):
+                # one store of L contiguous values per head, not L 4-byte descriptors
+                lt = kb.tile(lq, (1,), F32)
+                _log_sum_exp(kb, total, neg_m, lt)
+                row_ps = acc[0].view(0, [(1, lq)], partitions=1)
+                kb.emit(TensorTranspose(src=lt, dst=row_ps))
+                kb.copy(row_ps, lse_row.view(q0, [(1, lq)]))
+                extra.append(lt)
+            del state[q0]
+            # released one finished tile late: the next tile's accumulator gets another bank, so
+            # its first matmul does not wait for this tile's evacuation
+            finished.append([*acc, neg_m, total, *extra])
+            if len(finished) > 1:
+                kb.release(*finished.pop(0))
 
-            # lane k runs query tiles k, k + lanes, ... one span after the other; the lanes advance
-            # stage by stage in turn, so two independent softmax chains share the engines
-            def lane(k: int, *, items=items, lanes=lanes):
-                mine = [i for i, it in enumerate(items) if (it[0] // P) % lanes == k]
-                if not mine:
-                    return
-                upcoming = scores_of(mine[0])
-                for n, i in enumerate(mine):
-                    gen = block(i, upcoming)
-                    next(gen, None)
-                    # with PSUM to spare, TensorE computes the lane's next scores while this softmax runs
-                    if lookahead and n + 1 < len(mine):
-                        upcoming = scores_of(mine[n + 1])
+        # lane k runs query tiles k, k + lanes, ... one span after the other; the lanes advance
+        # stage by stage in turn, so two independent softmax chains share the engines
+        def lane(k: int, *, items=items, lanes=lanes):
+            mine = [i for i, it in enumerate(items) if _lane_of(it[0] // P, lanes) == k]
+            if not mine:
+                return
+            upcoming = scores_of(mine[0])
+            for n, i in enumerate(mine):
+                gen = block(i, upcoming)
+                next(gen, None)
+                # with PSUM to spare, TensorE computes the lane's next scores while this softmax runs
+                if lookahead and n + 1 < len(mine):
+                    upcoming = scores_of(mine[n + 1])
+                yield
+                for _ in gen:
                     yield
-                    for _ in gen:
-                        yield
-                    if not lookahead and n + 1 < len(mine):
-                        upcoming = scores_of(mine[n + 1])
+                if not lookahead and n + 1 < len(mine):
+                    upcoming = scores_of(mine[n + 1])
 
-            active = [lane(k) for k in range(lanes)]
-            while active:
-                for gen in list(active):
-                    try:
-                        next(gen)
-                    except StopIteration:
-                        active.remove(gen)
+        def finish() -> list[AP]:
+            """The head's output and log-sum-exp stores; returns the tiles to release once the next
+            head is done (so its temporaries do not wait for these stores to read them)."""
             held_rg = rg.finish() if rg is not None else []
             if lse_row is not None and lse_out is not None:  # one implies the other
                 lm = ctx.call.outputs[lse_out]
                 lo = lm.offset + (b * lm.stride[0] if lm.ndim == 3 else 0) + h * lm.stride[-2]
                 kb.dma(q_out, lse_row, hbm(ctx.outputs[lse_out], 1, 0, [(lm.stride[-1], L)], lm.dtype, offset=lo))
-            held_q = [t for group in finished for t in group] + ([lse_row] if lse_row is not None else []) + held_rg
-            kb.release(*held_bh)
-            held_bh = list(held_q)
-        if lse_all is not None and lm is not None and lse_out is not None:  # one implies the others
-            if heads_inner:
-                _store_lse_heads_inner(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
-            else:
-                _store_lse_rows(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
-            held_bh.append(lse_all)
+            return [t for group in finished for t in group] + ([lse_row] if lse_row is not None else []) + held_rg
+
+        return [lane(k) for k in range(lanes)], finish
+
+    # The lanes of consecutive heads form one pool, `lanes` of them active at a time: when a head's
+    # shorter lane ends, the next head's first lane takes its place, so the engines do not drain at
+    # every head boundary (at most two heads are open: the two K/Q/V buffer sets)
+    order = [(b, h) for b in range(B) for h in range(H)]
+    lse_of: dict[int, AP | None] = {}
+    heads_left = {b: H for b in range(B)}
+    waiting: list = []      # (head number, lane) not started yet
+    active: list = []
+    open_heads: dict[int, list] = {}   # head number -> [lanes still running or waiting, finish, b]
+    held_bh: list[AP] = []
+    nxt = 0
+    while True:
+        while len(active) < lanes:
+            if not waiting and nxt < len(order) and len(open_heads) < len(buffers):
+                b, h = order[nxt]
+                if b not in lse_of:
+                    lse_of[b] = kb.tile(P, (n_qt * H,), F32) if heads_inner or dense_rows else None
+                gens, fin = open_head(b, h, nxt, lse_of[b])
+                open_heads[nxt] = [len(gens), fin, b]
+                waiting += [(nxt, g) for g in gens]
+                nxt += 1
+            if not waiting:
+                break
+            active.append(waiting.pop(0))
+        if not active:
+            break
+        for item in list(active):
+            n, gen = item
+            try:
+                next(gen)
+            except StopIteration:
+                active.remove(item)
+                rec = open_heads[n]
+                rec[0] -= 1
+                if rec[0]:
+                    continue
+                del open_heads[n]
+                held_q = rec[1]()
+                kb.release(*held_bh)
+                held_bh = list(held_q)
+                b = rec[2]
+                heads_left[b] -= 1
+                lse_all = lse_of[b]
+                if not heads_left[b] and lse_all is not None and lm is not None and lse_out is not None:
+                    if heads_inner:
+                        _store_lse_heads_inner(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
+                    else:
+                        _store_lse_rows(kb, q_out, lse_all, ctx.outputs[lse_out], lm, b, H, L)
+                    held_bh.append(lse_all)
     kb.release(*held_bh, *causal_masks.values())
     for kt, qt, vts in buffers:
         kb.release(*kt, *qt, *(t for *_, t in vts))
     if neg_big is not None:
         kb.release(neg_big)
+
+
+def _lane_of(t: int, lanes: int) -> int:
+    """The lane of query tile t: tiles dealt out back and forth (0 1 1 0 0 1 1 0 for two lanes), so under
+    the causal mask, where tile t's work grows with t, each lane gets the same share."""
+    r = t % (2 * lanes)
+    return r if r < lanes else 2 * lanes - 1 - r
+
+
+def _schedule(kb, n_blocks: int, n_acc: int, regroup: bool, pdt: DType) -> tuple[int, int, bool]:
+    """(lanes, key blocks per span, lookahead). The scores leave PSUM in the row-max pass (into SBUF, with
+    the scale), so a lane holds its span's banks only from its scores' matmuls to that pass, and p^T
+    gets a bank of its own for the transposes and their copy out. With a one-bank accumulator and BF16
+    probabilities (a two-block span's p^T in one bank) three lanes of two-block spans fit PSUM: more
+    independent chains for the in-order engines and half the instructions per score of one-block spans
+    ([1, 16, 1024, 128] causal BF16: trn1 383 -> 322 us, trn2 363 -> 309 us as simulated, against two
+    lanes of one-block spans with lookahead; two lanes of two-block spans: 335 / 340 us). Otherwise the
+    earlier two-lane rule (:func:`_span_banks`)."""
+    if n_acc == 1 and pdt.itemsize == 2 and n_blocks >= 2:
+        return 3, 2, False
+    lanes = 2 if n_acc == 1 else 1
+    return (lanes, *_span_banks(kb, n_blocks, lanes, n_acc, regroup))
 
 
 def _span_banks(kb, n_blocks: int, lanes: int, n_acc: int, regroup: bool) -> tuple[int, bool]:
@@ -341,19 +420,24 @@ def _row_max(kb, bal: _Balance, logits: AP, factor: float, guard: bool) -> AP:
     return nmb
 
 
-def _exponentiate(kb, bal: _Balance, st_q: dict, first: bool, logits: AP, factor: float, nmb: AP, blocks, vt: dict,
-                  se: int, pdt: DType) -> tuple[AP, AP | None]:
-    """p = exp(factor * logits - m) on ScalarE with the row sum in the same instruction; after the
-    first span the running max and sum are updated (the correction exp(m_old - m_new) is returned for
-    the accumulator). Returns (p, correction or None)."""
-    lq = logits.partitions
+def _prob_tile(kb, bal: _Balance, lq: int, blocks, vt: dict, se: int, pdt: DType) -> AP:
+    """The span's probability tile, its hidden keys' columns zeroed where V's block layout mixes them
+    into every chunk (made before the softmax, so the exp does not wait for the zeros)."""
     s_lo = blocks[0][0]
     p = kb.tile(lq, (sum(sb for _, sb in blocks),), pdt)
     for s0, sb in blocks:
         seen_b = se - (s0 - s_lo)
         if seen_b < sb and vt[s0][0] == "perm":
-            # V's block layout mixes the hidden keys into every chunk: their probabilities are 0
             bal.emit(Memset(out=p.view(s0 - s_lo + seen_b, [(1, sb - seen_b)]), value=0.0))
+    return p
+
+
+def _exponentiate(kb, bal: _Balance, st_q: dict, first: bool, logits: AP, factor: float, nmb: AP, p: AP,
+                  se: int) -> tuple[AP, AP | None]:
+    """p = exp(factor * logits - m) on ScalarE with the row sum in the same instruction; after the
+    first span the running max and sum are updated (the correction exp(m_old - m_new) is returned for
+    the accumulator). Returns (p, correction or None)."""
+    lq = logits.partitions
     p_seen = p.view(0, [(1, se)])
     total = st_q["total"]
     corr = None
@@ -373,14 +457,14 @@ def _exponentiate(kb, bal: _Balance, st_q: dict, first: bool, logits: AP, factor
     return p, corr
 
 
-def _transpose_probs(kb, p: AP, scores: AP, blocks, vt: dict, s_lo: int, se: int, lq: int, Ev: int,
-                     pdt: DType) -> list[tuple[int, AP]]:
-    """p^T on TensorE, 128 keys at a time, into the scores' own banks (the exp has read them), chunk n
-    at column n * 128 so no transpose crosses a bank. With V's block layout chunk c of a block takes
-    keys s0 + c, s0 + c + nck, ... (the keys V's partitions hold); the row layout needs only the chunks
-    holding seen keys. Returns per chunk (keys, the V rows it multiplies)."""
+def _transpose_probs(kb, p: AP, blocks, vt: dict, s_lo: int, se: int, lq: int, Ev: int,
+                     pdt: DType) -> tuple[list[tuple[int, AP]], AP]:
+    """p^T on TensorE, 128 keys at a time, into a PSUM tile of its own (the scores' banks were given
+    back once their logits left PSUM), chunk n at column n * 128 so no transpose crosses a bank. With
+    V's block layout chunk c of a block takes keys s0 + c, s0 + c + nck, ... (the keys V's partitions
+    hold); the row layout needs only the chunks holding seen keys. Returns per chunk (keys, the V rows
+    it multiplies), and the PSUM tile."""
     P = kb.spec.partitions
-    pT_ps = scores.with_dtype(pdt)
     chunks: list[tuple[AP, int, AP]] = []
     for s0, sb in blocks:
         off = s0 - s_lo
@@ -392,9 +476,11 @@ def _transpose_probs(kb, p: AP, scores: AP, blocks, vt: dict, s_lo: int, se: int
             for c0 in range(0, seen_b, P):
                 sc = min(P, seen_b - c0)
                 chunks.append((p.view(off + c0, [(1, sc)]), sc, vt[s0 + c0][2].rows(0, sc)))
+    nbytes = len(chunks) * P * pdt.itemsize
+    pT_ps = kb.psum_tile(P, (len(chunks) * P,), pdt, banks=ceil_div(nbytes, kb.spec.psum_bank_bytes))
     for n, (src, sc, _) in enumerate(chunks):
         kb.emit(TensorTranspose(src=src, dst=pT_ps.view(n * P, [(1, lq)], partitions=sc)))
-    return [(sc, vrows) for _, sc, vrows in chunks]
+    return [(sc, vrows) for _, sc, vrows in chunks], pT_ps
 
 
 def _evacuate_probs(kb, bal: _Balance, pT_ps: AP, pT: AP, chunks, lq: int) -> None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 MAX8_FMAX = 16384
 
 __all__ = ["BnAggr", "BnStats", "FindIndex8", "Max8", "Memset", "ScalarTensorTensor", "Select", "TensorCopy", "TensorReduce",
-    "TensorScalar", "TensorScan", "TensorTensor"]
+    "TensorScalar", "TensorScalarReduce", "TensorScan", "TensorTensor"]
 
 
 @instruction
@@ -76,6 +76,42 @@ class TensorScalar(Instruction):
         if spec.vector_perf_mode and s.half:
             perf = 4.0 if s.all_sbuf and s.contiguous else 2.0
         return max(spec.min_ii_cycles, s.n), perf
+
+
+@instruction
+class TensorScalarReduce(Instruction):
+    """out = inp <alu0> scalar0, and ``reduce_res`` = reduce_alu over out's free dims (negated with
+    ``negate``): nki.isa.tensor_scalar_reduce, one VectorE pass that also reduces its result (one
+    arithmetic op; ``reduce_res_negate`` in the 2.33 API). A PSUM tile's copy out, scaled, with its
+    row max, is one such pass."""
+    ENGINE: ClassVar[Engine] = Engine.VECTOR
+    OPCODE: ClassVar[str] = "TENSOR_SCALAR_REDUCE"
+    READS: ClassVar[tuple[str, ...]] = ('inp', 'scalar0')
+    WRITES: ClassVar[tuple[str, ...]] = ('out', 'reduce_res')
+    inp: AP
+    out: AP
+    alu0: Alu
+    scalar0: Scalar
+    reduce_alu: Alu
+    reduce_res: AP
+    reverse0: bool = False
+    negate: bool = False
+
+    def check(self, spec: HardwareSpec, stationary: AP | None) -> None:
+        check_same_shape(self.inp, self.out)
+        check_per_partition(self.scalar0, self.inp.partitions)
+        if self.alu0 in BITVEC_ALU:
+            raise ProgramError(f"tensor_scalar_reduce takes an arithmetic op, got {self.alu0.value}")
+        if self.reduce_alu not in (Alu.ADD, Alu.SUBTRACT, Alu.MULTIPLY, Alu.MAX, Alu.MIN):
+            raise ProgramError(f"tensor_scalar_reduce reduces with add, subtract, multiply, max or min, not "
+                               f"{self.reduce_alu.value}")
+        if self.reduce_res.partitions != self.inp.partitions or self.reduce_res.free_size != 1:
+            raise ProgramError(f"reduce_res must be [{self.inp.partitions}, 1], got {self.reduce_res.shape}")
+
+    def formula(self, spec: HardwareSpec, s: Streamed) -> tuple[float, float]:
+        # nki.isa.tensor_scalar_reduce, "Estimated instruction cost: max(MIN_II, N) + MIN_II Vector
+        # Engine cycles" (S47); no performance mode is documented for it
+        return max(spec.min_ii_cycles, s.n) + spec.min_ii_cycles, 1.0
 
 
 @instruction
