@@ -390,22 +390,23 @@ WHY = {
                        "ScalarE's abs, exp, log1p and isnan lie between the difference and the sum on each "
                        "tile, so the first tile's chain and the last tile's store add to VectorE's time",
     "aten::logaddexp2": "as logaddexp (exp2, and the 1/ln 2 scale on ScalarE)",
-    "aten::binary_cross_entropy": "compute-bound on VectorE: the two clamps at -100 (max has no ScalarE form), "
-                                  "(y - 1) * a, y * b, their difference and the mean's row sum are 9 VectorE "
-                                  "cycles per FP32 element (about 66 us on trn1), against a bound of only the "
-                                  "two inputs' reads (23 us: the output is one number)",
-    "aten::smooth_l1_loss": "compute-bound on VectorE: the difference, the |d| < beta mark, the select and the "
-                            "mean's row sum are 6 VectorE cycles per FP32 element (about 44 us on trn1; the abs, "
-                            "square and both scalings run on ScalarE), against a bound of only the two inputs' "
-                            "reads (23 us: the output is one number)",
+    "aten::binary_cross_entropy": "VectorE-bound: the loss's sum is two ScalarE accumulates (kernels/reductions.py, "
+                                  "emit_sum_terms), leaving VectorE two clamp-and-multiply scalar_tensor_tensor "
+                                  "passes, 4 cycles per FP32 element (about 29 us on trn1), against a bound of "
+                                  "only the two inputs' reads (23 us: the output is one number)",
+    "aten::smooth_l1_loss": "the two inputs at one core's DMA rate on trn1 (31 us of 272 GB/s against the bound's "
+                            "23 us at 410 GB/s); VectorE's difference and min(|d|, beta) (3 cycles an element) and "
+                            "ScalarE's square and two relus with their sums accumulated run under it",
     "aten::huber_loss": "as smooth_l1_loss",
     "aten::lerp": "compute-bound on VectorE: the weight is a runtime value, so both of ATen's forms (self + w * "
                   "diff for |w| < 0.5, end - (1 - w) * diff otherwise) are computed and one selected per call: "
                   "end - self, the two product-sums (each one scalar_tensor_tensor) and the select are four "
                   "2-cycle passes per FP32 element (59 us on trn1 against 47 us of DMA); a tensor weight's "
                   "products take a tile on each side, so none fuses (13 cycles)",
-    "aten::native_batch_norm": "two passes over x (the statistics of a channel need all of it before any "
-                               "element is normalised): 1.5x the bound's bytes, at one core's DMA rate on trn1",
+    "aten::native_batch_norm": "x is read once and held in SBUF (64 channels over 128 partitions, kernels/"
+                               "batchnorm.py), but no element can be normalised before its channel's last one "
+                               "is read, so the 8 MiB of loads and the 8 MiB of stores take turns on the DMA "
+                               "engines (about 62 us at one core's 272 GB/s on trn1, bound 43.5 us at 410 GB/s)",
     "aten::_native_batch_norm_legit": "as native_batch_norm", "aten::_batch_norm_with_update": "as native_batch_norm",
     "aten::mv": "the matrix-vector product on VectorE (FP32 products, 2 cycles per element) and ScalarE (row "
                 "sums): the products take about as long as the transfers at one core's DMA rate on trn1 (272 of "

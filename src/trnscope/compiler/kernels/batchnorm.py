@@ -15,10 +15,11 @@ and bias through a [rows, C/G] tile read with a zero stride across each channel'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
-from ...isa import AP, Act, Activation, Alu, BnAggr, BnStats, DmaGather, Iota, TensorScalar, TensorTensor, hbm
+from ...isa import AP, Act, Activation, Alu, BnAggr, BnStats, DmaGather, Iota, LoadStationary, MultiplyMoving, \
+    ScalarTensorTensor, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
 from .common import F32, RowPlan, RowTile, attr, ceil_div, free_pieces, full_strides, load, queues, row_plan, store
@@ -171,6 +172,8 @@ def _batch_norm(ctx: LoweringContext, training: bool, w_i, b_i, rm_i, rv_i, mome
                     prod(shape[d] for d in free), qin, qout)
     if not training and not (bn.has(rm_i) and bn.has(rv_i)):
         raise NotImplementedError("batch norm in evaluation without running statistics")
+    if training and _resident_batch_norm(bn):
+        return
     held: list[AP] = []
     for t in plan.tiles:
         rows = t.rows
@@ -192,6 +195,172 @@ def _batch_norm(ctx: LoweringContext, training: bool, w_i, b_i, rm_i, rv_i, mome
             held += _bn_update_running(bn, t, mean, var)
         held += [mean, var, rstd, scale, shift]
     kb.release(*held)
+
+
+RESIDENT_SHARE = 2       # a resident batch norm keeps x in at most 1/2 of a partition's SBUF
+SLAB = 2048             # elements of a resident batch norm's slab (8 KiB runs of FP32)
+MIN_RUN_BYTES = 2048     # a resident batch norm reads (sample, channel) runs of at least 2 KiB (S6's knee)
+
+
+def _groups(kb, bn: _BatchNorm) -> tuple[int, int] | None:
+    """(partitions per channel g, channels per tile) of the resident layout, or None when x does not
+    fit it: contiguous NC(spatial) x and y, runs of >= 2 KiB, a channel tile's share of x resident."""
+    ctx = bn.ctx
+    x, y = ctx.call.inputs[0], ctx.call.outputs[0]
+    P = ctx.spec.partitions
+    if x.ndim < 3 or not x.is_contiguous() or not y.is_contiguous() or x.dtype != y.dtype:
+        return None
+    N, C = x.shape[0], x.shape[1]
+    HW = prod(x.shape[2:])
+    if HW * x.dtype.itemsize < MIN_RUN_BYTES or N == 0:
+        return None
+    # a group of partitions starts at 0, 32, 64 or 96 (tiles of <= 32 partitions), 0 or 64 (<= 64):
+    # the g copies of the channels sit at multiples of C, so C must be 32 or 64 itself for g > 1
+    g = max([d for d in range(1, N + 1) if N % d == 0 and C * d <= P], default=1) if C in (32, 64) else 1
+    if (N // g) * HW * x.dtype.itemsize > kb.spec.sbuf_bytes_per_partition // RESIDENT_SHARE:
+        return None
+    return g, min(C, P)
+
+
+def _resident_batch_norm(bn: _BatchNorm) -> bool:
+    """Training batch norm that reads x once: a channel's N x spatial elements are split over g
+    partitions (g samples' share each, g the largest divisor of N with C * g <= 128, so 64 channels
+    use all 128 partitions; other channel counts g = 1, their partitions' placement rules), held in SBUF between the statistics and the normalisation (the
+    hardware's 1.5x of the two-pass form's traffic is what the issue measured). bn_stats / bn_aggr
+    give each partition's (mean, var) as its runs arrive; a TensorE matmul against the [P, P] 0/1
+    "same channel" matrix sums the g partitions' means, broadcast back to all of them, and a second
+    one their variances plus the squared deviations of their means (Chan's parallel combination,
+    no E[x^2] - mean^2 cancellation). The normalisation is one ScalarE activation per sample slab,
+    written in place and stored as it finishes. Returns False when x does not fit the layout."""
+    ctx, kb = bn.ctx, bn.ctx.kb
+    layout = _groups(kb, bn)
+    if layout is None:
+        return False
+    g, cpt = layout
+    x = ctx.call.inputs[0]
+    N, C = x.shape[0], x.shape[1]
+    HW = prod(x.shape[2:])
+    ns = N // g                        # samples a partition holds
+    BN_MAX = ctx.spec.bn_stats_fmax
+    same = None
+    if g > 1:
+        # same[k, m] = 1 where partitions k and m hold the same channel (k = m mod cpt)
+        P = g * cpt
+        pos = kb.tile(P, (P,), "int32")
+        kb.emit(Iota(out=pos, base=P * cpt, channel_multiplier=-1, coefs=(1,)))
+        same = kb.tile(P, (P,), F32)
+        kb.emit(TensorScalar(inp=pos, out=same, alu0=Alu.MOD, scalar0=float(cpt), alu1=Alu.IS_EQUAL, scalar1=0.0))
+        kb.release(pos)
+    # the per-channel vectors off the big transfers' queues: the weight and bias on the output queue
+    # (idle until the normalised slabs leave), the saved and running statistics after the last load
+    early = replace(bn, qin=[bn.qout, bn.qout])
+    late = replace(bn, qin=[bn.qin[0], bn.qin[0]], qout=bn.qin[0])
+    # slabs of one sample's run or part of it, so the last slab's statistics and the first one's
+    # normalisation (which the transfers wait for) are short
+    parts = [(s, h0, min(SLAB, HW - h0)) for s in range(ns) for h0 in range(0, HW, SLAB)]
+    held: list[AP] = []
+    for c0 in range(0, C, cpt):
+        cb = min(cpt, C - c0)
+        rows = g * cb
+        t = RowTile(cb, c0, (), ())
+        # the weight and bias first, on the output queue (idle until the normalised slabs leave)
+        wt = _group_vector(early, bn.w_i, c0, cb, g) if bn.has(bn.w_i) else None
+        bt = _group_vector(early, bn.b_i, c0, cb, g) if bn.has(bn.b_i) else None
+        # one tile a sample slab: the dependency tracking is per tile, so a slab's statistics, its
+        # normalisation and its store wait only for its own transfers
+        slabs = [kb.tile(rows, (w,), x.dtype) for _, _, w in parts]
+        nbn = sum(ceil_div(w, BN_MAX) for _, _, w in parts)
+        st = kb.tile(rows, (3 * nbn,), F32)
+        k = 0
+        for i, ((s, h0, w), xt) in enumerate(zip(parts, slabs)):
+            for j in range(g):
+                n = j * ns + s
+                src = hbm(ctx.inputs[0], cb, HW, [(1, w)], x.dtype, offset=x.offset + (n * C + c0) * HW + h0)
+                kb.dma(bn.qin[(i * g + j) % 2], src, xt.rows(j * cb, cb))
+            for e0 in range(0, w, BN_MAX):
+                kb.emit(BnStats(inp=xt.view(e0, [(1, min(BN_MAX, w - e0))]), out=st.view(3 * k, [(1, 3)])))
+                k += 1
+        mv = kb.tile(rows, (2,), F32)
+        kb.emit(BnAggr(inp=st, out=mv))
+        mean = kb.tile(rows, (1,), F32)
+        var = kb.tile(rows, (1,), F32)
+        if same is None:
+            kb.copy(mv.view(0, [(1, 1)]), mean)
+            kb.copy(mv.view(1, [(1, 1)]), var)
+        else:
+            _combine(kb, same.view(0, [(1, rows)]).rows(0, rows), mv, mean, var, g)
+        kb.release(st, mv)
+        rstd = kb.tile(rows, (1,), F32)
+        kb.emit(TensorScalar(inp=var, out=rstd, alu0=Alu.ADD, scalar0=bn.eps, alu1=Alu.POW, scalar1=-0.5))
+        scale, shift = _group_scale_shift(kb, rows, mean, rstd, wt, bt)
+        outq = [bn.qout, bn.qin[1]]
+        for i, ((s, h0, w), xt) in enumerate(zip(parts, slabs)):
+            kb.emit(Activation(func=Act.COPY, inp=xt, out=xt, scale=scale, bias=shift))
+            for j in range(g):
+                n = j * ns + s
+                dst = hbm(ctx.outputs[0], cb, HW, [(1, w)], x.dtype,
+                          offset=ctx.call.outputs[0].offset + (n * C + c0) * HW + h0)
+                kb.dma(outq[(i * g + j) % 2], xt.rows(j * cb, cb), dst)
+        made = _bn_store_saved(late, t, mean.rows(0, cb), rstd.rows(0, cb))
+        if bn.has(bn.rm_i) and bn.has(bn.rv_i):
+            made += _bn_update_running(late, t, mean.rows(0, cb), var.rows(0, cb))
+        kb.release(*held)
+        held = [*slabs, mean, var, rstd, scale, shift, *made, *[v for v in (wt, bt) if v is not None]]
+    kb.release(*held)
+    if same is not None:
+        kb.release(same)
+    return True
+
+
+def _combine(kb, same: AP, mv: AP, mean: AP, var: AP, g: int) -> None:
+    """Each channel's mean and variance from its g partitions' (mean, var) of equally many elements,
+    broadcast back to all g: mean = avg(mean_p), var = avg(var_p + (mean_p - mean)^2)."""
+    rows = mv.partitions
+    kb.emit(LoadStationary(src=same))
+    ps = kb.psum_tile(rows, (1,), F32)
+    kb.emit(MultiplyMoving(moving=mv.view(0, [(1, 1)]), dst=ps))
+    kb.emit(Activation(func=Act.COPY, inp=ps, out=mean, scale=1.0 / g))
+    dev = kb.tile(rows, (1,), F32)
+    kb.emit(TensorScalar(inp=mv.view(0, [(1, 1)]), out=dev, alu0=Alu.SUBTRACT, scalar0=mean))
+    kb.emit(ScalarTensorTensor(inp=dev, scalar0=dev, alu0=Alu.MULTIPLY, in1=mv.view(1, [(1, 1)]), alu1=Alu.ADD,
+                               out=dev))
+    ps2 = kb.psum_tile(rows, (1,), F32)
+    kb.emit(MultiplyMoving(moving=dev, dst=ps2))
+    kb.emit(Activation(func=Act.COPY, inp=ps2, out=var, scale=1.0 / g))
+    kb.release(ps, ps2, dev)
+
+
+def _group_vector(bn: _BatchNorm, i: int | None, c0: int, cb: int, g: int) -> AP:
+    """Input ``i`` (a per-channel vector) for channels c0 .. c0+cb, repeated for each of the g
+    partition groups (one small DMA a group), FP32."""
+    ctx, kb = bn.ctx, bn.ctx.kb
+    assert i is not None
+    meta = ctx.call.inputs[i]
+    t = kb.tile(g * cb, (1,), meta.dtype)
+    st = meta.stride[0] if meta.ndim else 0
+    for j in range(g):
+        kb.dma(bn.qin[1], hbm(ctx.inputs[i], cb, st, [(1, 1)], meta.dtype, offset=meta.offset + c0 * st),
+               t.rows(j * cb, cb))
+    if meta.dtype == F32:
+        return t
+    f = kb.tile(g * cb, (1,), F32)
+    kb.copy(t, f)
+    kb.release(t)
+    return f
+
+
+def _group_scale_shift(kb, rows: int, mean: AP, rstd: AP, wt: AP | None, bt: AP | None) -> tuple[AP, AP]:
+    """:func:`_bn_scale_shift` over the g partition groups, the weight and bias already loaded."""
+    scale = kb.tile(rows, (1,), F32)
+    shift = kb.tile(rows, (1,), F32)
+    if wt is not None:
+        kb.emit(TensorTensor(alu=Alu.MULTIPLY, in0=wt, in1=rstd, out=scale))
+    else:
+        kb.copy(rstd, scale)
+    kb.emit(TensorScalar(inp=mean, out=shift, alu0=Alu.MULTIPLY, scalar0=scale, alu1=Alu.MULTIPLY, scalar1=-1.0))
+    if bt is not None:
+        kb.emit(TensorTensor(alu=Alu.ADD, in0=shift, in1=bt, out=shift))
+    return scale, shift
 
 
 @lowering("aten::native_batch_norm")

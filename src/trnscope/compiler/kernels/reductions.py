@@ -46,7 +46,11 @@ class Fold:
 
 def _reduce_piece(kb: KernelBuilder, f: Fold, xt: AP, acc: AP, first: bool) -> None:
     part = acc if first else scratch(kb, acc.partitions, 1)
-    if f.act is not None:
+    if f.act is not None and f.pre is not None:
+        # the element step on VectorE, the sum as ScalarE's accumulate (not a VectorE tensor_reduce)
+        src = f.pre(kb, xt)
+        kb.emit(Activation(func=f.act, inp=src, out=src, accum_out=part))
+    elif f.act is not None:
         junk = scratch(kb, xt.partitions, xt.free_size)
         kb.emit(Activation(func=f.act, inp=xt, out=junk, accum_out=part))
     else:
@@ -245,8 +249,15 @@ def _norm(ctx: LoweringContext) -> None:
 
 @lowering("aten::nansum")
 def _nansum(ctx: LoweringContext) -> None:
-    if not ctx.call.inputs[0].dtype.is_float:
+    x = ctx.call.inputs[0]
+    if not x.dtype.is_float:
         emit_reductions(ctx, _dims(attr(ctx, "dim")), [Fold(Alu.ADD)])
+        return
+    dims = _dims(attr(ctx, "dim"))
+    if x.ndim == 0 or dims is None or len({d % x.ndim for d in dims}) == x.ndim:
+        # everything into one number: a loss-like sum over row tiles (isnan on ScalarE, the select on
+        # VectorE, the sum as ScalarE's accumulating copy one tile later: emit_sum_terms)
+        emit_sum_terms(ctx, [0], _nansum_terms, [1.0], mean=False)
         return
     zero = _Const(ctx.kb, 0.0, F32)
 
@@ -257,8 +268,21 @@ def _nansum(ctx: LoweringContext) -> None:
         kb.emit(Select(pred=isn, on_true=zero(xt), on_false=xt, out=kept))
         return kept
 
-    emit_reductions(ctx, _dims(attr(ctx, "dim")), [Fold(Alu.ADD, pre=drop_nan)])
+    # the sum as ScalarE's accumulating copy: VectorE's tensor_reduce (N) would make the select's 2N 3N
+    emit_reductions(ctx, dims, [Fold(Alu.ADD, act=Act.COPY, pre=drop_nan)])
     zero.release()
+
+
+def _nansum_terms(kb: KernelBuilder, t: list[AP], cols: list[AP]) -> list:
+    x = t[0]
+    rows, w = x.partitions, x.free_size
+    isn = scratch(kb, rows, w, DType.bfloat16)
+    kept = scratch(kb, rows, w)
+    zero = scratch(kb, rows, 1)
+    kb.emit(Memset(out=zero, value=0.0))
+    kb.emit(Activation(func=Act.IS_NAN, inp=x, out=isn))
+    kb.emit(Select(pred=isn, on_true=zero.view(0, [(0, w)]), on_false=x, out=kept))
+    return [lambda: kb.emit(Activation(func=Act.COPY, inp=kept, out=kept, accum_out=cols[0]))]
 
 
 @lowering("aten::count_nonzero", "aten::count_nonzero.dim_IntList")
@@ -336,6 +360,96 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
     kb.release(total, res)
 
 
+TERM_GROUP = 64   # row tiles whose per-row sums collect in one stats tile before a VectorE reduce
+TERM_COLS = 1024  # columns of a loss-sum tile: 8 KiB of two FP32 inputs a partition, rows of 4 KiB
+TERM_DEPTH = 3    # row tiles in flight (their inputs and temporaries held)
+
+
+def emit_sum_terms(ctx: LoweringContext, operands: list[int], compute, coefs: list[float], mean: bool) -> None:
+    """sum (or mean) over every element of a loss written as ``sum_k coefs[k] * S_k``, each S_k the sum
+    of one ScalarE activation's output.
+
+    ``compute(kb, tiles, cols)`` emits a row tile's element-wise work and returns the instructions
+    that accumulate (thunks emitting activations with ``accum_out=cols[k]``, a [rows, 1] column of a
+    stats tile); those run after the NEXT tile's element-wise work, so ScalarE, in order, takes the
+    next tile's functions while VectorE finishes this one (software pipelining), and three tiles are
+    in flight. :func:`emit_map_sum` instead reduces each tile's loss with a VectorE tensor_reduce and
+    an add, on the engine that already carries the element-wise work; here every sum is the
+    accumulate of a ScalarE activation (+ MIN_II, S9) into its own column, VectorE reduces the
+    columns once per ``TERM_GROUP`` tiles, GpSimdE folds the partitions once and the terms combine
+    on [1, 1] tiles (docs/cost-model.md, "Loss sums")."""
+    P = ctx.spec.partitions
+    kb = ctx.kb
+    metas = [ctx.call.inputs[k] for k in operands]
+    out = ctx.call.outputs[0]
+    shape = _broadcast_shape([m.shape for m in metas])
+    n = prod(shape)
+    K = len(coefs)
+    q_out = kb.queue("qSyncIO2", "output")
+    total = kb.tile(1, (1,), F32)
+    if n == 0:
+        kb.emit(Memset(out=total, value=math.nan if mean else 0.0))
+    else:
+        strides = [broadcast_strides(m, shape) for m in metas]
+        tiles = plan_tiles(shape if shape else (1,), strides if shape else [(0,) for _ in metas], TERM_COLS)
+        qs = [kb.queue(f"qSyncIO{i % 2}", "input") for i in range(max(1, len(metas)))]
+        group = min(TERM_GROUP, len(tiles))
+        acc = kb.tile(P, (K,), F32)
+        stats = kb.tile(P, (K * group,), F32)   # term k of tile i at column k * group + i % group
+        kb.emit(Memset(out=stats, value=0.0))   # rows a partial tile leaves alone add nothing
+
+        def flush(i: int) -> None:
+            """After tile i's sums: reduce the group's columns [P, K, group] -> [P, K] into acc."""
+            if i % group != group - 1 and i != len(tiles) - 1:
+                return
+            dst = acc if i < group else kb.tile(P, (K,), F32)
+            kb.emit(TensorReduce(alu=Alu.ADD, inp=stats.view(0, [(group, K), (1, group)]), out=dst))
+            if dst is not acc:
+                kb.emit(TensorTensor(alu=Alu.ADD, in0=acc, in1=dst, out=acc))
+                kb.release(dst)
+            if i < len(tiles) - 1:
+                kb.emit(Memset(out=stats, value=0.0))
+
+        history: list[list[AP]] = []
+        backlog: list = []
+        for i, t in enumerate(tiles):
+            ins = []
+            for k, (m, opt) in enumerate(zip(metas, t.operands)):
+                tile = kb.tile(t.rows, (t.cols,), m.dtype)
+                load(kb, qs[k % len(qs)], ctx.inputs[operands[k]], m.dtype, m.offset + opt.offset, opt.pstride,
+                     t.rows, [(opt.cstride, t.cols)], tile)
+                ins.append(tile)
+            c = i % group
+            with ScratchScope() as made:
+                later = compute(kb, ins, [stats.view(k * group + c, [(1, 1)]).rows(0, t.rows) for k in range(K)])
+            for emit in backlog:
+                emit()
+            if i:
+                flush(i - 1)
+            backlog = list(later or [])
+            history.append(ins + made)
+            if len(history) >= TERM_DEPTH:
+                kb.release(*history.pop(0))
+        for emit in backlog:
+            emit()
+        flush(len(tiles) - 1)
+        for held in history:
+            kb.release(*held)
+        sums = kb.tile(1, (K,), F32)
+        kb.emit(PartitionReduce(alu=Alu.ADD, inp=acc, out=sums))
+        kb.emit(TensorScalar(inp=sums.view(0, [(1, 1)]), out=total, alu0=Alu.MULTIPLY, scalar0=float(coefs[0])))
+        for k in range(1, K):
+            kb.emit(ScalarTensorTensor(inp=sums.view(k, [(1, 1)]), scalar0=float(coefs[k]), in1=total, out=total,
+                                       alu0=Alu.MULTIPLY, alu1=Alu.ADD))
+        kb.release(acc, stats, sums)
+        if mean:
+            kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.DIVIDE, scalar0=float(n)))
+    res = kb.tile(1, (1,), out.dtype)
+    kb.copy(total, res)
+    kb.dma(q_out, res, hbm(ctx.outputs[0], 1, 0, [(1, 1)], out.dtype, offset=out.offset))
+    kb.release(total, res)
+
+
 def _broadcast_shape(shapes) -> tuple[int, ...]:
     nd = max(len(s) for s in shapes)
     out = []
@@ -385,9 +499,49 @@ def _piecewise_quadratic(quad_scale: float, lin_scale: float, lin_bias: float, k
     return compute
 
 
+def _piecewise_terms(knee: float):
+    """The sum of a piecewise quadratic loss as three activation sums (docs/cost-model.md, "Loss
+    sums"): with m = min(|d|, knee), 0.5 m^2 + knee * relu(|d| - knee) is smooth L1's loss times
+    knee and Huber's loss, and relu(|d| - knee) = relu(d - knee) + relu(-d - knee) (at most one is
+    positive). VectorE does the difference (2N) and m (N, abs_max then min in one tensor_scalar);
+    ScalarE squares and rectifies with the sums accumulated (3N) instead of VectorE's compare,
+    select and reduce."""
+    def compute(kb, t, cols):
+        rows, w = t[0].partitions, t[0].free_size
+        d, m, junk = scratch(kb, rows, w), scratch(kb, rows, w), scratch(kb, rows, w)
+        kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=t[0], in1=t[1], out=d))
+        kb.emit(TensorScalar(inp=d, out=m, alu0=Alu.ABS_MAX, scalar0=0.0, alu1=Alu.MIN, scalar1=knee))
+        return [lambda: kb.emit(Activation(func=Act.RELU, inp=d, out=junk, bias=-knee, accum_out=cols[1])),
+                lambda: kb.emit(Activation(func=Act.RELU, inp=d, out=junk, scale=-1.0, bias=-knee,
+                                           accum_out=cols[2])),
+                lambda: kb.emit(Activation(func=Act.SQUARE, inp=m, out=junk, accum_out=cols[0]))]
+    return compute
+
+
+def _l1_terms(kb, t, cols):
+    rows, w = t[0].partitions, t[0].free_size
+    d = scratch(kb, rows, w)
+    kb.emit(TensorTensor(alu=Alu.SUBTRACT, in0=t[0], in1=t[1], out=d))
+    return [lambda: kb.emit(Activation(func=Act.ABS, inp=d, out=d, accum_out=cols[0]))]
+
+
+def _reduced(ctx: LoweringContext) -> bool:
+    return int(attr(ctx, "reduction", REDUCTION_MEAN)) != REDUCTION_NONE
+
+
+def _mean(ctx: LoweringContext) -> bool:
+    return int(attr(ctx, "reduction", REDUCTION_MEAN)) == REDUCTION_MEAN
+
+
 @lowering("aten::smooth_l1_loss")
 def _smooth_l1_loss(ctx: LoweringContext) -> None:
     beta = float(attr(ctx, "beta", 1.0))
+    if _reduced(ctx):
+        if beta == 0.0:
+            emit_sum_terms(ctx, [0, 1], _l1_terms, [1.0], _mean(ctx))
+        else:
+            emit_sum_terms(ctx, [0, 1], _piecewise_terms(beta), [0.5 / beta, 1.0, 1.0], _mean(ctx))
+        return
     if beta == 0.0:
         _loss(ctx, [0, 1], lambda kb, t, out: kb.copy(_abs_diff(kb, t, out), out))
         return
@@ -397,13 +551,36 @@ def _smooth_l1_loss(ctx: LoweringContext) -> None:
 @lowering("aten::huber_loss")
 def _huber_loss(ctx: LoweringContext) -> None:
     delta = float(attr(ctx, "delta", 1.0))
+    if _reduced(ctx) and delta > 0.0:
+        emit_sum_terms(ctx, [0, 1], _piecewise_terms(delta), [0.5, delta, delta], _mean(ctx))
+        return
     _loss(ctx, [0, 1], _piecewise_quadratic(0.5, delta, -0.5 * delta * delta, delta))
+
+
+def _bce_terms(kb, t, cols):
+    """-(y * lb + (1 - y) * la), la = max(log1p(-x), -100), lb = max(log(x), -100) (ATen's clamps),
+    as two sums: ScalarE takes both logs, 1 - y (its scale and bias) and the two accumulating
+    copies (5N), VectorE each clamp-and-multiply in one scalar_tensor_tensor (2 x 2N): 4N on VectorE
+    against 9N for the per-element loss and its reduce."""
+    x, y = t[0], t[1]
+    rows, w = x.partitions, x.free_size
+    la, lb, om = scratch(kb, rows, w), scratch(kb, rows, w), scratch(kb, rows, w)
+    kb.emit(Activation(func=Act.LOG1P, inp=x, out=la, scale=-1.0))
+    kb.emit(Activation(func=Act.LOG, inp=x, out=lb))
+    kb.emit(Activation(func=Act.COPY, inp=y, out=om, scale=-1.0, bias=1.0))
+    kb.emit(ScalarTensorTensor(inp=lb, scalar0=-100.0, alu0=Alu.MAX, in1=y, alu1=Alu.MULTIPLY, out=lb))
+    kb.emit(ScalarTensorTensor(inp=la, scalar0=-100.0, alu0=Alu.MAX, in1=om, alu1=Alu.MULTIPLY, out=la))
+    return [lambda: kb.emit(Activation(func=Act.COPY, inp=la, out=om, accum_out=cols[0])),
+            lambda: kb.emit(Activation(func=Act.COPY, inp=lb, out=om, accum_out=cols[1]))]
 
 
 @lowering("aten::binary_cross_entropy")
 def _binary_cross_entropy(ctx: LoweringContext) -> None:
     # ATen: (y - 1) * max(log1p(-x), -100) - y * max(log(x), -100), times the weight
     weighted = ctx.call.inputs.optional(2) is not None
+    if _reduced(ctx) and not weighted:
+        emit_sum_terms(ctx, [0, 1], _bce_terms, [-1.0, -1.0], _mean(ctx))
+        return
 
     def compute(kb, t, out):
         x, y = t[0], t[1]
