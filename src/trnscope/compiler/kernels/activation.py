@@ -53,14 +53,11 @@ def _gelu_backward(ctx: LoweringContext) -> None:
     tanh = attr(ctx, "approximate", "none") == "tanh"
 
     def exact(kb, t, out):
+        # Phi(x) + x phi(x) is one function of ScalarE's table (nl.gelu_dx): VectorE keeps only the
+        # product with the gradient (it took the x phi(x) product and the sum as well)
         g, x = t
-        a, b = temp(kb, out), temp(kb, out)
-        _act(kb, Act.ERF, x, a, scale=_INV_SQRT2)
-        _act(kb, Act.COPY, a, a, scale=0.5, bias=0.5)                 # Phi(x)
-        _act(kb, Act.SQUARE, x, b, scale=_INV_SQRT2)                   # x^2 / 2
-        _act(kb, Act.EXP, b, b, scale=-1.0, bias=_LN_INV_SQRT_2PI)     # phi(x)
-        _tt(kb, Alu.MULTIPLY, x, b, b)
-        _tt(kb, Alu.ADD, a, b, a)                                      # Phi(x) + x phi(x)
+        a = temp(kb, out)
+        _act(kb, Act.GELU_DX, x, a)
         _tt(kb, Alu.MULTIPLY, g, a, out)
 
     def approx(kb, t, out):
@@ -85,14 +82,12 @@ def _gelu_backward(ctx: LoweringContext) -> None:
 
 @lowering("aten::silu_backward")
 def _silu_backward(ctx: LoweringContext) -> None:
+    # s (1 + x (1 - s)) is one function of ScalarE's table (nl.silu_dx): VectorE keeps only the
+    # product with the gradient (three FP32 products before)
     def compute(kb, t, out):
         g, x = t
-        s, d = temp(kb, out), temp(kb, out)
-        _act(kb, Act.SIGMOID, x, s)
-        _act(kb, Act.COPY, s, d, scale=-1.0, bias=1.0)   # 1 - s
-        _tt(kb, Alu.MULTIPLY, x, d, d)                   # x (1 - s)
-        _act(kb, Act.COPY, d, d, bias=1.0)               # 1 + x (1 - s)
-        _tt(kb, Alu.MULTIPLY, s, d, d)
+        d = temp(kb, out)
+        _act(kb, Act.SILU_DX, x, d)
         _tt(kb, Alu.MULTIPLY, g, d, out)
 
     emit_map(ctx, [0, 1], compute)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
-from ...isa import AP, Act, Activation, Alu, DType, ScalarTensorTensor, Select, TensorScalar, TensorTensor
+import numpy as np
+
+from ...isa import AP, Act, Activation, Alu, DType, ScalarTensorTensor, Select, Space, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..scalars import ScalarArg
@@ -96,6 +98,27 @@ def temp(kb: KernelBuilder, like: AP, dtype=DType.float32) -> AP:
     """A temporary shaped like ``like``: inside emit_map's compute it is released one tile later
     (see common.scratch), so callers need not (and should not) release it."""
     return scratch(kb, like.partitions, like.free_size, dtype)
+
+
+def ptemp(kb: KernelBuilder, like: AP) -> AP:
+    """An FP32 temporary in PSUM shaped like ``like``, for VectorE alone (released as :func:`temp`).
+
+    A VectorE tensor_tensor reading one operand from PSUM and one from SBUF costs N cycles instead
+    of the 2N of two SBUF operands (S9), and so does a select over mixed spaces: a kernel that keeps
+    its VectorE intermediates here halves those passes. ScalarE never reads or writes these tiles:
+    NC-v2 lets VectorE and ScalarE access PSUM only one at a time (hardware.md 2.3), which the
+    simulator does not model, so a kernel that kept ScalarE off PSUM is timed as it would run.
+    DMA does not read PSUM either: a kernel's last instruction writes its SBUF output tile."""
+    return scratch(kb, like.partitions, like.free_size, DType.float32, space=Space.PSUM)
+
+
+def psum_cols(kb: KernelBuilder, per_tile: int) -> int:
+    """emit_map's ``max_cols`` for a kernel holding ``per_tile`` :func:`ptemp` tiles per iteration:
+    two iterations' tiles (the scratch of one is released a tile later) fit PSUM, each a whole
+    number of banks."""
+    spec = kb.spec
+    banks = max(1, spec.psum_banks // (2 * per_tile))
+    return min(MAX_COLS, banks * spec.psum_bank_bytes // DType.float32.itemsize)
 
 
 # --- unary ------------------------------------------------------------------------------------------
@@ -233,6 +256,10 @@ def _fmod(ctx: LoweringContext) -> None:
         kb.emit(Activation(func=Act.SIGN, inp=a, out=sgn))
         if scalar:
             divisor = abs(float(scalar_arg(ctx, 1, "other")))
+            if out_dt.itemsize < 4:
+                # ATen wraps the Scalar as a tensor of self's type: a BF16 fmod divides by 0.7 rounded
+                # to BF16 (0.69921875), not by 0.7
+                divisor = float(np.asarray(divisor, np.float32).astype(out_dt.np).astype(np.float32))
             kb.emit(ScalarTensorTensor(inp=mag, scalar0=divisor, alu0=Alu.MOD, in1=sgn, alu1=Alu.MULTIPLY, out=out))
             return
         div = temp(kb, out)
