@@ -27,12 +27,14 @@ Compute = Callable[[KernelBuilder, list, AP], object]
 
 
 def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_index: int = 0,
-             max_cols: int = MAX_COLS) -> None:
+             max_cols: int = MAX_COLS, also: tuple[int, ...] = ()) -> None:
     """Stream ``operands`` (indices into the call's inputs) through ``compute`` into output ``out_index``.
 
     ``compute(kb, tiles, out)`` gets one SBUF pattern per operand ([rows, cols], broadcast by
     strides) and the output tile to write. The layout (which dims, or pieces of a dim, go on the
-    partitions) is tiling.plan_map's cheapest under the spec's costs.
+    partitions) is tiling.plan_map's cheapest under the spec's costs. ``also``: more outputs laid
+    out as ``out_index`` is (same shape and strides: see :func:`same_layout`), written by the same
+    pass over the inputs; ``out`` is then the tuple of output tiles, ``out_index``'s first.
     """
     kb = ctx.kb
     out_meta = ctx.call.outputs[out_index]
@@ -65,16 +67,25 @@ def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_in
                     fresh.append(tile)
             ins.append(tile.view(0, om.view(t.free)) if bcast else tile)
         out_tile = kb.tile(t.rows, (t.cols,), out_meta.dtype)
+        extra = [kb.tile(t.rows, (t.cols,), ctx.call.outputs[k].dtype) for k in also]
         with ScratchScope() as made:
-            compute(kb, ins, out_tile)
+            compute(kb, ins, (out_tile, *extra) if also else out_tile)
         o = t.operands[0]
         rows, pstride, dims = o.hbm(t.free)
-        move(kb, q_out, ctx.outputs[out_index], out_meta.dtype, out_meta.offset + o.offset, rows, pstride, dims, out_tile,
-             inbound=False)
+        for k, tile in zip((out_index, *also), (out_tile, *extra)):
+            meta = ctx.call.outputs[k]
+            move(kb, q_out, ctx.outputs[k], meta.dtype, meta.offset + o.offset, rows, pstride, dims, tile,
+                 inbound=False)
         # free the previous iteration's tiles now: the next iteration gets other bytes (double buffering)
         kb.release(*held)
-        held = fresh + [out_tile] + made
+        held = fresh + [out_tile] + extra + made
     kb.release(*held, *invariant.values())
+
+
+def same_layout(ctx: LoweringContext, a: int, b: int) -> bool:
+    """Outputs ``a`` and ``b`` can share one emit_map pass (``also``): same shape and strides."""
+    x, y = ctx.call.outputs[a], ctx.call.outputs[b]
+    return x.shape == y.shape and tuple(x.stride) == tuple(y.stride)
 
 
 # --- scalar helpers --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from ..lowering import HbmInputs, LoweringContext, OpCall, lowering
 from ..meta import TensorMeta
 from ..scalars import ScalarArg
 from .common import F32, FLT_MAX, attr
-from .elementwise import MAX_COLS, emit_map, ptemp, temp
+from .elementwise import MAX_COLS, emit_map, ptemp, same_layout, temp
 
 _LN2 = math.log(2.0)
 _INV_LN10 = 1.0 / math.log(10.0)
@@ -183,7 +183,22 @@ def _mish(ctx: LoweringContext) -> None:
 
 @lowering("aten::log_sigmoid_forward")
 def _log_sigmoid_forward(ctx: LoweringContext) -> None:
-    # ATen: buffer = exp(-|x|), output = min(x, 0) - log1p(buffer); the second pass writes the buffer
+    # ATen: buffer = exp(-|x|), output = min(x, 0) - log1p(buffer). Both outputs come from one pass
+    # over x when they are laid out alike (x is read once, not once per output); VectorE makes
+    # min(x, 0) - log1p(buffer) in one scalar_tensor_tensor, ScalarE the rest
+    def both(kb, x, outs):
+        out, buf = outs
+        z = temp(kb, out)
+        _act(kb, Act.ABS, x, z)
+        _act(kb, Act.EXP, z, z, scale=-1.0)
+        _act(kb, Act.COPY, z, buf)
+        _act(kb, Act.LOG1P, z, z)
+        _stt(kb, x, 0.0, Alu.MIN, z, Alu.SUBTRACT, out)
+
+    if len(ctx.call.outputs) > 1 and ctx.call.outputs[1].numel and same_layout(ctx, 0, 1):
+        emit_map(ctx, [0], lambda kb, t, outs: both(kb, t[0], outs), also=(1,))
+        return
+
     def output(kb, x, out):
         z, m = temp(kb, out), temp(kb, out)
         _act(kb, Act.ABS, x, z)
