@@ -374,8 +374,8 @@ WHY = {
     "aten::max_pool3d_with_indices": "compute-bound on VectorE: per window offset the update mark (candidate > "
                                      "best), the running max, the mark or-ed with isnan(candidate) and the "
                                      "position select, each N cycles with the running state in PSUM: 29 passes "
-                                     "for a 2x2x2 window (the first a copy) over 2048 outputs a partition and "
-                                     "row tile, about 212 us on trn1 against 170 us of DMA for the 32 MiB "
+                                     "for a 2x2x2 window (the first a copy) and a copy out, over 2048 outputs a "
+                                     "partition and row tile: about 219 us on trn1 against 170 us of DMA for the 32 MiB "
                                      "input and the values and int64 indices out",
     "aten::binary_cross_entropy": "compute-bound on VectorE: the two clamps at -100 (max has no ScalarE form), "
                                   "(y - 1) * a, y * b, their difference and the mean's row sum are 9 VectorE "

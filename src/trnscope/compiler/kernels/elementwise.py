@@ -9,7 +9,7 @@ stride, and a tile that is the same for every iteration (a weight vector) is loa
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from .common import ScratchScope, move, scratch
 
 MAX_COLS = 2048
 # what compute returns (the instruction it emitted, or nothing) is not used
-Compute = Callable[[KernelBuilder, list, AP], object]
+Compute = Callable[[KernelBuilder, list, Any], object]   # out: the tile, or a tuple of them (emit_map's also)
 
 
 def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_index: int = 0,
