@@ -201,6 +201,8 @@ ACT = {
     Act.GELU: (F.gelu, (-6, 6)),
     Act.GELU_TANH: (lambda x: F.gelu(x, approximate="tanh"), (-6, 6)),
     Act.SILU: (F.silu, (-8, 8)),
+    Act.GELU_DX: (lambda x: torch.ops.aten.gelu_backward(torch.ones_like(x), x), (-6, 6)),
+    Act.SILU_DX: (lambda x: torch.ops.aten.silu_backward(torch.ones_like(x), x), (-8, 8)),
     Act.SOFTPLUS: (F.softplus, (-15, 15)),
     Act.SQUARE: (torch.square, (-3, 3)),
     Act.SQRT: (torch.sqrt, (0, 10)),

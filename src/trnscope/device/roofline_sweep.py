@@ -375,21 +375,23 @@ WHY = {
                               "2 KiB knee (1024 x 2400 B / (16 x 17 B/ns) = 9 us on trn1), between the target "
                               "load and the store, each with its fixed latency",
     "aten::div.Scalar_mode": "compute-bound on VectorE: floor division is ATen's div_floor (remainder, a - "
-                             "remainder, divide, the quotient's fraction, the nudge past 0.5): five VectorE "
-                             "instructions, 8 cycles an FP32 element with the divisor as their scalar operand "
-                             "(about 58 us for 1M elements on trn1), beside ScalarE's floor",
+                             "remainder, divide, the quotient's next-integer mark, its sum with ScalarE's "
+                             "floor): five VectorE passes of N cycles each (the divisor a scalar operand, the "
+                             "intermediates in PSUM), 36.6 us for 1M FP32 elements on trn1 against 30.8 us of "
+                             "DMA, plus the first tile's load and the last one's store",
     "aten::floor_divide.Scalar": "as div.Scalar_mode (the same kernel)",
-    "aten::floor_divide": "compute-bound on VectorE: ATen's div_floor with a tensor divisor is seven 2-cycle "
-                          "VectorE passes per FP32 element (remainder, a - remainder, divide, the quotient's "
-                          "fraction, the nudge past 0.5, a / b for b == 0, the select; the floor and the b == 0 "
-                          "mark on ScalarE): 14 cycles, about 102 us for 1M elements at 1.12 GHz on trn1, "
-                          "against 46 us of DMA",
+    "aten::floor_divide": "compute-bound on VectorE: ATen's div_floor with a tensor divisor is eight VectorE "
+                          "cycles per FP32 element even with the intermediates in PSUM (the divisor's inf "
+                          "clamp, the remainder of two SBUF operands at 2 cycles, a - remainder, the b == 0 "
+                          "select, the divide, the next-integer mark and its sum with ScalarE's floor): about "
+                          "59 us for 1M elements at 1.12 GHz on trn1, against 46 us of DMA",
     "aten::div.Tensor_mode": "as floor_divide (rounding_mode='floor', the same kernel)",
-    "aten::logaddexp": "compute-bound on VectorE: max(a, b), a - b, the sum and the select on isnan(a - b) "
-                       "are four 2-cycle passes per FP32 element (59 us on trn1 against 46 us of DMA), and "
-                       "ScalarE's abs, exp, log1p and isnan lie between the difference and the sum on each "
-                       "tile, so the first tile's chain and the last tile's store add to VectorE's time",
-    "aten::logaddexp2": "as logaddexp (exp2, and the 1/ln 2 scale on ScalarE)",
+    "aten::max_pool3d_with_indices": "compute-bound on VectorE: per window offset the update mark (candidate > "
+                                     "best), the running max, the mark or-ed with isnan(candidate) and the "
+                                     "position select, each N cycles with the running state in PSUM: 29 passes "
+                                     "for a 2x2x2 window (the first a copy) and a copy out, over 2048 outputs a "
+                                     "partition and row tile: about 219 us on trn1 against 170 us of DMA for the 32 MiB "
+                                     "input and the values and int64 indices out",
     "aten::binary_cross_entropy": "VectorE-bound: the loss's sum is two ScalarE accumulates (kernels/reductions.py, "
                                   "emit_sum_terms), leaving VectorE two clamp-and-multiply scalar_tensor_tensor "
                                   "passes, 4 cycles per FP32 element (about 29 us on trn1), against a bound of "
@@ -398,11 +400,6 @@ WHY = {
                             "23 us at 410 GB/s); VectorE's difference and min(|d|, beta) (3 cycles an element) and "
                             "ScalarE's square and two relus with their sums accumulated run under it",
     "aten::huber_loss": "as smooth_l1_loss",
-    "aten::lerp": "compute-bound on VectorE: the weight is a runtime value, so both of ATen's forms (self + w * "
-                  "diff for |w| < 0.5, end - (1 - w) * diff otherwise) are computed and one selected per call: "
-                  "end - self, the two product-sums (each one scalar_tensor_tensor) and the select are four "
-                  "2-cycle passes per FP32 element (59 us on trn1 against 47 us of DMA); a tensor weight's "
-                  "products take a tile on each side, so none fuses (13 cycles)",
     "aten::native_batch_norm": "x is read once and held in SBUF (64 channels over 128 partitions, kernels/"
                                "batchnorm.py), but no element can be normalised before its channel's last one "
                                "is read, so the 8 MiB of loads and the 8 MiB of stores take turns on the DMA "
@@ -424,9 +421,6 @@ WHY = {
                                "take N cycles each (about 2.9 us a 128-row tile) under the tile's 1 MiB in "
                                "and 1 MiB out at one core's 272 GB/s (7.7 us, 1.51x the bound before any "
                                "latency); the first load and the last store do not overlap anything",
-    "aten::silu_backward": "silu's derivative takes a sigmoid (ScalarE) and two FP32 tensor_tensor products "
-                           "(VectorE, 2 cycles per element each): about 45 us of VectorE against 46 us of DMA, so "
-                           "neither hides the other",
     "aten::native_layer_norm_backward": "compute-bound on VectorE/ScalarE: five row passes (g * w, two row "
                                         "sums, the correction, the scale) per element against three DMA passes",
 }

@@ -273,6 +273,23 @@ def _silu(x):
     return x * _sigmoid(x)
 
 
+def _gelu_dx(x):
+    """d/dx of exact GELU as ATen's GeluBackward forms it, Phi(x) + x phi(x), in float64 (so
+    NaN at +-inf, where x phi(x) is inf * 0, as there)."""
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return 0.5 * special.erfc(-x64 * _INV_SQRT2) + x64 * np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
+
+
+def _silu_dx(x):
+    """d/dx of SiLU as ATen's silu_backward forms it, s (1 + x (1 - s)) with s = sigmoid(x), in
+    float64 (NaN at +-inf, as there)."""
+    x64 = x.astype(np.float64)
+    s = _sigmoid(x64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return s * (1.0 + x64 * (1.0 - s))
+
+
 def _rsqrt(x):
     return np.float32(1.0) / np.sqrt(x)
 
@@ -296,7 +313,9 @@ ACT_FUNCS: dict[Act, Callable[[Array], Array]] = {
     Act.RELU: _relu,
     Act.GELU: _gelu,
     Act.GELU_TANH: _gelu_tanh,
+    Act.GELU_DX: _gelu_dx,
     Act.SILU: _silu,
+    Act.SILU_DX: _silu_dx,
     Act.SOFTPLUS: lambda x: np.logaddexp(np.float32(0.0), x),
     Act.SQUARE: np.square,
     Act.SQRT: np.sqrt,

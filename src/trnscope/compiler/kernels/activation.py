@@ -16,7 +16,7 @@ from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..scalars import ScalarArg
 from .common import attr
-from .elementwise import emit_map, temp
+from .elementwise import emit_map, psum_cols, ptemp, temp
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _LN_INV_SQRT_2PI = math.log(1.0 / math.sqrt(2.0 * math.pi))
@@ -53,14 +53,11 @@ def _gelu_backward(ctx: LoweringContext) -> None:
     tanh = attr(ctx, "approximate", "none") == "tanh"
 
     def exact(kb, t, out):
+        # Phi(x) + x phi(x) is one function of ScalarE's table (nl.gelu_dx): VectorE keeps only the
+        # product with the gradient (it took the x phi(x) product and the sum as well)
         g, x = t
-        a, b = temp(kb, out), temp(kb, out)
-        _act(kb, Act.ERF, x, a, scale=_INV_SQRT2)
-        _act(kb, Act.COPY, a, a, scale=0.5, bias=0.5)                 # Phi(x)
-        _act(kb, Act.SQUARE, x, b, scale=_INV_SQRT2)                   # x^2 / 2
-        _act(kb, Act.EXP, b, b, scale=-1.0, bias=_LN_INV_SQRT_2PI)     # phi(x)
-        _tt(kb, Alu.MULTIPLY, x, b, b)
-        _tt(kb, Alu.ADD, a, b, a)                                      # Phi(x) + x phi(x)
+        a = temp(kb, out)
+        _act(kb, Act.GELU_DX, x, a)
         _tt(kb, Alu.MULTIPLY, g, a, out)
 
     def approx(kb, t, out):
@@ -85,14 +82,12 @@ def _gelu_backward(ctx: LoweringContext) -> None:
 
 @lowering("aten::silu_backward")
 def _silu_backward(ctx: LoweringContext) -> None:
+    # s (1 + x (1 - s)) is one function of ScalarE's table (nl.silu_dx): VectorE keeps only the
+    # product with the gradient (three FP32 products before)
     def compute(kb, t, out):
         g, x = t
-        s, d = temp(kb, out), temp(kb, out)
-        _act(kb, Act.SIGMOID, x, s)
-        _act(kb, Act.COPY, s, d, scale=-1.0, bias=1.0)   # 1 - s
-        _tt(kb, Alu.MULTIPLY, x, d, d)                   # x (1 - s)
-        _act(kb, Act.COPY, d, d, bias=1.0)               # 1 + x (1 - s)
-        _tt(kb, Alu.MULTIPLY, s, d, d)
+        d = temp(kb, out)
+        _act(kb, Act.SILU_DX, x, d)
         _tt(kb, Alu.MULTIPLY, g, d, out)
 
     emit_map(ctx, [0, 1], compute)
@@ -265,37 +260,52 @@ def _addcdiv(ctx: LoweringContext) -> None:
 def _lerp(ctx: LoweringContext) -> None:
     # ATen: |w| < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w)
     if _slot(ctx, 2) is not None:
+        # VectorE's intermediates in PSUM (elementwise.ptemp): every pass after end - self reads one
+        # PSUM and one SBUF operand (N cycles, not 2N); ScalarE makes 1 - w and the form's mark,
+        # trunc(2 w), nonzero exactly where |w| >= 0.5 (or w is NaN, where both forms are NaN):
+        # 7 VectorE cycles an FP32 element, where it took 13
         def tensor_weight(kb, t, out):
             s, e, w = t
-            diff, a, b = temp(kb, out), temp(kb, out), temp(kb, out)
+            diff, a = ptemp(kb, out), ptemp(kb, out)
+            one, big = temp(kb, out), temp(kb, out)
             _tt(kb, Alu.SUBTRACT, e, s, diff)
             _tt(kb, Alu.MULTIPLY, w, diff, a)
-            _tt(kb, Alu.ADD, s, a, a)
-            _act(kb, Act.COPY, w, b, scale=-1.0, bias=1.0)
-            _tt(kb, Alu.MULTIPLY, diff, b, b)
-            _tt(kb, Alu.SUBTRACT, e, b, b)
-            _act(kb, Act.ABS, w, diff)
-            kb.emit(TensorScalar(inp=diff, out=diff, alu0=Alu.IS_LT, scalar0=0.5))
-            kb.emit(Select(pred=diff, on_true=a, on_false=b, out=out))
-        emit_map(ctx, [0, 1, 2], tensor_weight)
+            _tt(kb, Alu.ADD, s, a, a)                           # self + w * diff
+            _act(kb, Act.COPY, w, one, scale=-1.0, bias=1.0)
+            _tt(kb, Alu.MULTIPLY, diff, one, diff)
+            _tt(kb, Alu.SUBTRACT, e, diff, diff)                # end - diff * (1 - w)
+            _act(kb, Act.TRUNC, w, big, scale=2.0)
+            kb.emit(Select(pred=big, on_true=diff, on_false=a, out=out))
+        emit_map(ctx, [0, 1, 2], tensor_weight, max_cols=psum_cols(ctx.kb, 2))
         return
     w = ctx.scalar("weight", 0.5)
     if w.runtime:
         # both of ATen's forms, chosen per call by |w| < 0.5 computed on the weight's tile
         # e - diff * (1 - w) as diff * (w - 1) + e: RN(w - 1) = -RN(1 - w), so the product is the exact
         # negative and the sum the same number; each form is one scalar_tensor_tensor pass
-        less_one = w.affine(1.0, -1.0)
+        # Both forms are base + c * diff, (base, c) = (self, w) or (end, w - 1) by one choice per call:
+        # the [P, 1] tiles hold the mark |w| < 0.5 and c, and each tile selects its base (a select
+        # writing PSUM: N cycles) and makes c * diff + base in one scalar_tensor_tensor. Only the
+        # chosen form is computed: 5 VectorE cycles an FP32 element, where both forms and a select
+        # of them took 8
         small = w.apply(Alu.ABS_MAX, 0.0, Alu.IS_LT, 0.5, known=lambda v: float(abs(v) < 0.5))
+
+        def coefficient(kb, wt, out):
+            mark, less_one = kb.tile(wt.partitions, (1,), out.dtype), kb.tile(wt.partitions, (1,), out.dtype)
+            kb.emit(TensorScalar(inp=wt, out=mark, alu0=Alu.ABS_MAX, scalar0=0.0, alu1=Alu.IS_LT, scalar1=0.5))
+            kb.emit(TensorScalar(inp=wt, out=less_one, alu0=Alu.ADD, scalar0=-1.0))
+            kb.emit(Select(pred=mark, on_true=wt, on_false=less_one, out=out))
+            kb.release(mark, less_one)
+
+        coef = w.derive(coefficient, known=lambda v: float(v) if abs(v) < 0.5 else float(v) - 1.0)
 
         def runtime_weight(kb, t, out):
             s, e = t
-            diff, a, b = temp(kb, out), temp(kb, out), temp(kb, out)
+            diff, base = temp(kb, out), ptemp(kb, out)
             _tt(kb, Alu.SUBTRACT, e, s, diff)
-            kb.emit(ScalarTensorTensor(inp=diff, scalar0=w.operand(diff), alu0=Alu.MULTIPLY, in1=s, alu1=Alu.ADD,
-                                       out=a))
-            kb.emit(ScalarTensorTensor(inp=diff, scalar0=less_one.operand(diff), alu0=Alu.MULTIPLY, in1=e,
-                                       alu1=Alu.ADD, out=b))
-            kb.emit(Select(pred=small.broadcast(diff), on_true=a, on_false=b, out=out))
+            kb.emit(Select(pred=small.broadcast(diff), on_true=s, on_false=e, out=base))
+            kb.emit(ScalarTensorTensor(inp=diff, scalar0=coef.operand(diff), alu0=Alu.MULTIPLY, in1=base,
+                                       alu1=Alu.ADD, out=out))
         emit_map(ctx, [0, 1], runtime_weight)
         return
     weight = float(w.known)

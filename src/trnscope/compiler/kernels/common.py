@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Sequence
 
-from ...isa import AP, Act, Activation, DType, Engine, TensorTranspose, hbm
+from ...isa import AP, Act, Activation, DType, Engine, Space, TensorTranspose, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
@@ -312,14 +312,16 @@ FLT_MAX = 3.4028234663852886e38
 _SCRATCH: list[list[AP]] = []   # one list per streaming loop in progress (emit_map, emit_rows)
 
 
-def scratch(kb: KernelBuilder, rows: int, cols: int, dtype: DType = F32) -> AP:
+def scratch(kb: KernelBuilder, rows: int, cols: int, dtype: DType = F32, space: Space = Space.SBUF) -> AP:
     """A temporary tile for one iteration of a streaming loop, released one iteration later.
 
     Released at once, the next tile's temporaries would reuse its bytes and wait (WAR) for this
     tile's last reader: engines would take turns instead of working on consecutive tiles at once.
-    Outside a streaming loop the caller releases it.
+    Outside a streaming loop the caller releases it. ``space``: PSUM for a VectorE intermediate
+    (see elementwise.ptemp), as many banks as it spans.
     """
-    t = kb.tile(rows, (cols,), dtype)
+    banks = -(-cols * DType.parse(dtype).itemsize // kb.spec.psum_bank_bytes) if space is Space.PSUM else 1
+    t = kb.tile(rows, (cols,), dtype, space, banks=banks)
     if _SCRATCH:
         _SCRATCH[-1].append(t)
     return t

@@ -9,9 +9,11 @@ stride, and a tile that is the same for every iteration (a weight vector) is loa
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
+from typing import Any, Callable
 
-from ...isa import AP, Act, Activation, Alu, DType, ScalarTensorTensor, Select, TensorScalar, TensorTensor
+import numpy as np
+
+from ...isa import AP, Act, Activation, Alu, DType, ScalarTensorTensor, Select, Space, TensorScalar, TensorTensor
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..scalars import ScalarArg
@@ -21,16 +23,18 @@ from .common import ScratchScope, move, scratch
 
 MAX_COLS = 2048
 # what compute returns (the instruction it emitted, or nothing) is not used
-Compute = Callable[[KernelBuilder, list, AP], object]
+Compute = Callable[[KernelBuilder, list, Any], object]   # out: the tile, or a tuple of them (emit_map's also)
 
 
 def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_index: int = 0,
-             max_cols: int = MAX_COLS) -> None:
+             max_cols: int = MAX_COLS, also: tuple[int, ...] = ()) -> None:
     """Stream ``operands`` (indices into the call's inputs) through ``compute`` into output ``out_index``.
 
     ``compute(kb, tiles, out)`` gets one SBUF pattern per operand ([rows, cols], broadcast by
     strides) and the output tile to write. The layout (which dims, or pieces of a dim, go on the
-    partitions) is tiling.plan_map's cheapest under the spec's costs.
+    partitions) is tiling.plan_map's cheapest under the spec's costs. ``also``: more outputs laid
+    out as ``out_index`` is (same shape and strides: see :func:`same_layout`), written by the same
+    pass over the inputs; ``out`` is then the tuple of output tiles, ``out_index``'s first.
     """
     kb = ctx.kb
     out_meta = ctx.call.outputs[out_index]
@@ -63,16 +67,25 @@ def emit_map(ctx: LoweringContext, operands: list[int], compute: Compute, out_in
                     fresh.append(tile)
             ins.append(tile.view(0, om.view(t.free)) if bcast else tile)
         out_tile = kb.tile(t.rows, (t.cols,), out_meta.dtype)
+        extra = [kb.tile(t.rows, (t.cols,), ctx.call.outputs[k].dtype) for k in also]
         with ScratchScope() as made:
-            compute(kb, ins, out_tile)
+            compute(kb, ins, (out_tile, *extra) if also else out_tile)
         o = t.operands[0]
         rows, pstride, dims = o.hbm(t.free)
-        move(kb, q_out, ctx.outputs[out_index], out_meta.dtype, out_meta.offset + o.offset, rows, pstride, dims, out_tile,
-             inbound=False)
+        for k, tile in zip((out_index, *also), (out_tile, *extra)):
+            meta = ctx.call.outputs[k]
+            move(kb, q_out, ctx.outputs[k], meta.dtype, meta.offset + o.offset, rows, pstride, dims, tile,
+                 inbound=False)
         # free the previous iteration's tiles now: the next iteration gets other bytes (double buffering)
         kb.release(*held)
-        held = fresh + [out_tile] + made
+        held = fresh + [out_tile] + extra + made
     kb.release(*held, *invariant.values())
+
+
+def same_layout(ctx: LoweringContext, a: int, b: int) -> bool:
+    """Outputs ``a`` and ``b`` can share one emit_map pass (``also``): same shape and strides."""
+    x, y = ctx.call.outputs[a], ctx.call.outputs[b]
+    return x.shape == y.shape and tuple(x.stride) == tuple(y.stride)
 
 
 # --- scalar helpers --------------------------------------------------------------------------------
@@ -96,6 +109,27 @@ def temp(kb: KernelBuilder, like: AP, dtype=DType.float32) -> AP:
     """A temporary shaped like ``like``: inside emit_map's compute it is released one tile later
     (see common.scratch), so callers need not (and should not) release it."""
     return scratch(kb, like.partitions, like.free_size, dtype)
+
+
+def ptemp(kb: KernelBuilder, like: AP) -> AP:
+    """An FP32 temporary in PSUM shaped like ``like``, for VectorE alone (released as :func:`temp`).
+
+    A VectorE tensor_tensor reading one operand from PSUM and one from SBUF costs N cycles instead
+    of the 2N of two SBUF operands (S9), and so does a select over mixed spaces: a kernel that keeps
+    its VectorE intermediates here halves those passes. ScalarE never reads or writes these tiles:
+    NC-v2 lets VectorE and ScalarE access PSUM only one at a time (hardware.md 2.3), which the
+    simulator does not model, so a kernel that kept ScalarE off PSUM is timed as it would run.
+    DMA does not read PSUM either: a kernel's last instruction writes its SBUF output tile."""
+    return scratch(kb, like.partitions, like.free_size, DType.float32, space=Space.PSUM)
+
+
+def psum_cols(kb: KernelBuilder, per_tile: int) -> int:
+    """emit_map's ``max_cols`` for a kernel holding ``per_tile`` :func:`ptemp` tiles per iteration:
+    two iterations' tiles (the scratch of one is released a tile later) fit PSUM, each a whole
+    number of banks."""
+    spec = kb.spec
+    banks = max(1, spec.psum_banks // (2 * per_tile))
+    return min(MAX_COLS, banks * spec.psum_bank_bytes // DType.float32.itemsize)
 
 
 # --- unary ------------------------------------------------------------------------------------------
@@ -233,6 +267,10 @@ def _fmod(ctx: LoweringContext) -> None:
         kb.emit(Activation(func=Act.SIGN, inp=a, out=sgn))
         if scalar:
             divisor = abs(float(scalar_arg(ctx, 1, "other")))
+            if out_dt.itemsize < 4:
+                # ATen wraps the Scalar as a tensor of self's type: a BF16 fmod divides by 0.7 rounded
+                # to BF16 (0.69921875), not by 0.7
+                divisor = float(np.asarray(divisor, np.float32).astype(out_dt.np).astype(np.float32))
             kb.emit(ScalarTensorTensor(inp=mag, scalar0=divisor, alu0=Alu.MOD, in1=sgn, alu1=Alu.MULTIPLY, out=out))
             return
         div = temp(kb, out)

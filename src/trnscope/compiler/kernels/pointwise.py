@@ -18,8 +18,8 @@ from ..builder import KernelBuilder
 from ..lowering import HbmInputs, LoweringContext, OpCall, lowering
 from ..meta import TensorMeta
 from ..scalars import ScalarArg
-from .common import F32, attr
-from .elementwise import emit_map, temp
+from .common import F32, FLT_MAX, attr
+from .elementwise import MAX_COLS, emit_map, ptemp, same_layout, temp
 
 _LN2 = math.log(2.0)
 _INV_LN10 = 1.0 / math.log(10.0)
@@ -71,9 +71,9 @@ def _operands(ctx: LoweringContext, names: tuple[str, ...]):
 NARY_SCALARS = ("self", "other")
 
 
-def _nary(ctx: LoweringContext, names: tuple[str, ...], compute) -> None:
+def _nary(ctx: LoweringContext, names: tuple[str, ...], compute, max_cols: int = MAX_COLS) -> None:
     """Stream the named arguments (tensors or scalars held in constant tiles) through
-    ``compute(kb, operands, out)``."""
+    ``compute(kb, operands, out)``; ``max_cols``: see elementwise.psum_cols."""
     slots, sources = _operands(ctx, names)
     consts = {i: v for i, (kind, v) in enumerate(sources) if kind == "scalar"}
 
@@ -81,7 +81,7 @@ def _nary(ctx: LoweringContext, names: tuple[str, ...], compute) -> None:
         ops = [t[v] if kind == "tensor" else consts[i].broadcast(out, F32) for i, (kind, v) in enumerate(sources)]
         compute(kb, ops, out)
 
-    emit_map(ctx, slots, fn)
+    emit_map(ctx, slots, fn, max_cols=max_cols)
 
 
 def _in_dtype(value: float, dtype: DType) -> float:
@@ -183,7 +183,22 @@ def _mish(ctx: LoweringContext) -> None:
 
 @lowering("aten::log_sigmoid_forward")
 def _log_sigmoid_forward(ctx: LoweringContext) -> None:
-    # ATen: buffer = exp(-|x|), output = min(x, 0) - log1p(buffer); the second pass writes the buffer
+    # ATen: buffer = exp(-|x|), output = min(x, 0) - log1p(buffer). Both outputs come from one pass
+    # over x when they are laid out alike (x is read once, not once per output); VectorE makes
+    # min(x, 0) - log1p(buffer) in one scalar_tensor_tensor, ScalarE the rest
+    def both(kb, x, outs):
+        out, buf = outs
+        z = temp(kb, out)
+        _act(kb, Act.ABS, x, z)
+        _act(kb, Act.EXP, z, z, scale=-1.0)
+        _act(kb, Act.COPY, z, buf)
+        _act(kb, Act.LOG1P, z, z)
+        _stt(kb, x, 0.0, Alu.MIN, z, Alu.SUBTRACT, out)
+
+    if len(ctx.call.outputs) > 1 and ctx.call.outputs[1].numel and same_layout(ctx, 0, 1):
+        emit_map(ctx, [0], lambda kb, t, outs: both(kb, t[0], outs), also=(1,))
+        return
+
     def output(kb, x, out):
         z, m = temp(kb, out), temp(kb, out)
         _act(kb, Act.ABS, x, z)
@@ -338,10 +353,13 @@ def _sgn(ctx: LoweringContext) -> None:
 
 
 def _sign_bit(kb: KernelBuilder, x: AP, out: AP) -> None:
-    """1 where x's sign bit is set, -0.0 included: min(x, 1/x) < 0 (1/-0 = -inf)."""
-    r = temp(kb, out)
-    _act(kb, Act.RECIPROCAL, x, r)
-    _tt(kb, Alu.MIN, x, r, r)
+    """1 where x's sign bit is set, -0.0 included: 1 / tanh(x) < 0. tanh keeps every sign (+-0
+    stays +-0, subnormals stay themselves) and makes +-inf +-1, so its reciprocal is negative
+    exactly where the sign bit is set (1/-0 = -inf; 1/x alone would make -inf -0). Both functions
+    on ScalarE: one VectorE pass (the compare), where min(x, 1/x) < 0 took a 2-cycle one too."""
+    r = temp(kb, x)
+    _act(kb, Act.TANH, x, r)
+    _act(kb, Act.RECIPROCAL, r, r)
     _ts(kb, r, out, Alu.IS_LT, 0.0)
 
 
@@ -420,7 +438,8 @@ def _copysign(ctx: LoweringContext) -> None:
 
     def compute(kb, t, out):
         a, b = t
-        mag, neg, sb = temp(kb, out), temp(kb, out), temp(kb, out)
+        # the sign mark in PSUM: the select reads it beside SBUF operands (N cycles, not 2N)
+        mag, neg, sb = temp(kb, out), temp(kb, out), ptemp(kb, out)
         _act(kb, Act.ABS, a, mag)
         _act(kb, Act.NEG, mag, neg)
         _sign_bit(kb, b, sb)
@@ -459,14 +478,16 @@ def _nan_ignoring(alu: Alu):
     def lower_fm(ctx: LoweringContext) -> None:
         _float_only(ctx)
 
+        # the max/min kept in PSUM (elementwise.ptemp): both selects read it beside SBUF operands,
+        # N cycles each instead of 2N; the NaN marks are ScalarE's
         def compute(kb, t, out):
             a, b = t
-            r, na = temp(kb, out), temp(kb, out)
+            r, na, nb = ptemp(kb, out), temp(kb, out), temp(kb, out)
             _tt(kb, alu, a, b, r)
             _act(kb, Act.IS_NAN, a, na)
+            _act(kb, Act.IS_NAN, b, nb)
             _sel(kb, na, b, r, r)
-            _act(kb, Act.IS_NAN, b, na)
-            _sel(kb, na, a, r, out)
+            _sel(kb, nb, a, r, out)
 
         _nary(ctx, ("self", "other"), compute)
     return lower_fm
@@ -480,27 +501,29 @@ def _logaddexp(base2: bool):
     """max(a, b) + log1p(exp(-|a - b|)) (base 2: log1p(exp2(-|a - b|)) / ln 2). a - b is NaN exactly
     when an operand is NaN or a and b are the same infinity; there max(a, b) is the answer (VectorE's
     max propagates NaN, and is a itself for equal infinities, where the formula would give NaN), so
-    one select on isnan(a - b) covers ATen's special cases: the predicate and the exp/log1p chain
-    run on ScalarE, VectorE keeps the max, the difference, the sum and the select."""
+    one select on isnan(a - b) covers ATen's special cases: the predicate and log1p(exp(-|d|)) (as
+    softplus(-|d|), one function: base 2 scales by ln 2 into it and 1/ln 2 out) run on ScalarE;
+    VectorE keeps the difference, the max (in PSUM, so the sum and the select read it beside SBUF
+    operands: N cycles each, not 2N), the sum and the select."""
     def lower_lae(ctx: LoweringContext) -> None:
         def compute(kb, t, out):
             a, b = t
-            m, d, nan = temp(kb, out), temp(kb, out), temp(kb, out)
-            _tt(kb, Alu.MAX, a, b, m)
+            m, d, nan = ptemp(kb, out), temp(kb, out), temp(kb, out)
             _tt(kb, Alu.SUBTRACT, a, b, d)
+            _tt(kb, Alu.MAX, a, b, m)
             _act(kb, Act.IS_NAN, d, nan)
             _act(kb, Act.ABS, d, d)
             if base2:
-                _act(kb, Act.EXP2, d, d, scale=-1.0)
-                _act(kb, Act.LOG1P, d, d)
+                _act(kb, Act.SOFTPLUS, d, d, scale=-_LN2)
                 _act(kb, Act.COPY, d, d, scale=1.0 / _LN2)
             else:
-                _act(kb, Act.EXP, d, d, scale=-1.0)
-                _act(kb, Act.LOG1P, d, d)
+                _act(kb, Act.SOFTPLUS, d, d, scale=-1.0)
             _tt(kb, Alu.ADD, m, d, d)
             _sel(kb, nan, m, d, out)
 
-        _nary(ctx, ("self", "other"), compute)
+        # 1024-column tiles: twice as many, so the first tile's load and ScalarE chain and the last
+        # tile's store, which nothing overlaps, are half as long
+        _nary(ctx, ("self", "other"), compute, max_cols=1024)
     return lower_lae
 
 
@@ -540,17 +563,17 @@ lowering("aten::special_xlog1py", "aten::special_xlog1py.other_scalar",
 def _entr(ctx: LoweringContext) -> None:
     # -x log x for x > 0, 0 at 0, -inf below 0, NaN stays NaN
 
-    # x <= 0 takes log(x == 0): 0 at +-0, -inf below; NaN is no x <= 0 and stays NaN through the
-    # product. ScalarE makes both logs and the x == 0 mark; VectorE the product, the mark and a select
+    # x <= 0 takes log(x == 0): 0 at +-0, -inf below; relu(x) is nonzero exactly where -x log x is
+    # the answer (x > 0, and NaN, which stays NaN through the product). ScalarE makes both logs, the
+    # x == 0 mark and the relu; VectorE only the product (into PSUM) and a select reading it (N cycles)
     def compute(kb, x, out):
-        r, p = temp(kb, out), temp(kb, out)
+        r, p, z, pos = temp(kb, out), ptemp(kb, out), temp(kb, out), temp(kb, out)
         _act(kb, Act.LOG, x, r)
-        _stt(kb, r, -1.0, Alu.MULTIPLY, x, Alu.MULTIPLY, r)
-        _act(kb, Act.LOGICAL_NOT, x, p)
-        _act(kb, Act.LOG, p, p)
-        z = temp(kb, out)
-        _ts(kb, x, z, Alu.IS_LE, 0.0)
-        _sel(kb, z, p, r, out)
+        _stt(kb, r, -1.0, Alu.MULTIPLY, x, Alu.MULTIPLY, p)
+        _act(kb, Act.LOGICAL_NOT, x, z)
+        _act(kb, Act.LOG, z, z)
+        _act(kb, Act.RELU, x, pos)
+        _sel(kb, pos, p, z, out)
 
     _unary(ctx, compute)
 
@@ -579,19 +602,48 @@ def _pow_scalar_base(ctx: LoweringContext) -> None:
 
 # --- rounding division --------------------------------------------------------------------------------------
 
+def _clamp_divisor(kb: KernelBuilder, b: AP, out: AP) -> None:
+    """b with its infinities made +-FLT_MAX. The mod below is Python's (sign of b), so a divisor of
+    +-inf gives a remainder of +-inf where the signs differ and (a - mod) / b is inf / inf = NaN,
+    where ATen (fmod, then div - 1) gives -1; FLT_MAX leaves every finite |a| with the quotient ATen
+    gives (0 or -1), and inf or NaN a still NaN."""
+    _ts(kb, b, out, Alu.MAX, -FLT_MAX, Alu.MIN, FLT_MAX)
+
+
+def _floor_from_quotient(kb: KernelBuilder, q: AP, spare: AP, out: AP) -> None:
+    """ATen's last step: floor(q), plus one where q - floor(q) > 0.5 (the quotient's rounding left it
+    just below an integer). The floor is ScalarE's; VectorE makes the mark, q mod 1 > 0.5 (Python's
+    mod by 1 is q - floor(q), the same subtraction ATen rounds; NaN for an infinite q, whose mark is
+    0), in PSUM ``spare``, and adds it to the floor."""
+    f = temp(kb, out)
+    _act(kb, Act.FLOOR, q, f)
+    _ts(kb, q, spare, Alu.MOD, 1.0, Alu.IS_GT, 0.5)
+    _tt(kb, Alu.ADD, spare, f, out)
+
+
+# 1024-column tiles for floor division: VectorE's five to eight passes make a tile's compute longer
+# than its transfers, so the first tile's load and the last one's store (which nothing overlaps) are
+# kept short; 4 KiB FP32 rows stay above the DMA knee (1M FP32 elements on trn1: 52.1 -> 46.3 us)
+FLOOR_DIV_COLS = 1024
+
+
 def _floor_div(kb: KernelBuilder, a: AP, b: AP, out: AP) -> None:
-    """ATen's div_floor_floating: (a - mod(a, b)) / b, floored, nudged up when the quotient's rounding
-    left it more than 0.5 below an integer; a / b when b == 0."""
-    m, d, f = temp(kb, out), temp(kb, out), temp(kb, out)
-    _tt(kb, Alu.MOD, a, b, m)          # Python mod (sign of b): fmod with ATen's sign correction folded in
-    _stt(kb, m, -1.0, Alu.MULTIPLY, a, Alu.ADD, d)          # a - mod(a, b), as in _floor_div_scalar
-    _tt(kb, Alu.DIVIDE, d, b, d)
-    _act(kb, Act.FLOOR, d, f)
-    _stt(kb, f, -1.0, Alu.MULTIPLY, d, Alu.ADD, d)          # the quotient's fraction
-    _stt(kb, d, 0.5, Alu.IS_GT, f, Alu.ADD, f)              # floor, nudged up past 0.5
-    _tt(kb, Alu.DIVIDE, a, b, d)
-    _act(kb, Act.LOGICAL_NOT, b, m)                         # b == 0, on ScalarE
-    _sel(kb, m, d, f, out)
+    """ATen's div_floor_floating: (a - mod(a, b)) / b rounded to the integer it lies next to; a / b
+    where b == 0.
+
+    VectorE keeps its intermediates in PSUM (elementwise.ptemp), so each pass but the first reads
+    one PSUM and one SBUF operand (N cycles instead of 2N), and b == 0 is handled before the divide
+    (a in place of a - mod, so the divide itself gives IEEE's a / 0) instead of by a second divide and
+    a select: 8 VectorE cycles an FP32 element where it took 14. ScalarE (SBUF only) makes the b == 0
+    mark and the floor."""
+    bc, m, q, z = temp(kb, out), ptemp(kb, out), temp(kb, out), temp(kb, out)
+    _clamp_divisor(kb, b, bc)
+    _tt(kb, Alu.MOD, a, bc, m)          # Python mod (sign of b): fmod with ATen's sign correction folded in
+    _tt(kb, Alu.SUBTRACT, a, m, m)      # a - mod(a, b)
+    _act(kb, Act.LOGICAL_NOT, b, z)     # b == 0, on ScalarE
+    _sel(kb, z, a, m, m)
+    _tt(kb, Alu.DIVIDE, m, bc, q)
+    _floor_from_quotient(kb, q, m, out)
 
 
 def _stt(kb: KernelBuilder, inp: AP, s0, alu0: Alu, in1: AP, alu1: Alu, out: AP) -> None:
@@ -600,19 +652,16 @@ def _stt(kb: KernelBuilder, inp: AP, s0, alu0: Alu, in1: AP, alu1: Alu, out: AP)
 
 def _floor_div_scalar(kb: KernelBuilder, a: AP, b: ScalarArg, out: AP) -> None:
     """_floor_div by a nonzero Scalar b (a number, or a runtime value in a [P, 1] tile: zero is a
-    special value of the declaration, so a runtime b is never 0 and needs no b == 0 select): the
-    same steps with b as each instruction's scalar operand (tensor_scalar, one VectorE cycle per
-    element, instead of tensor_tensor against a broadcast tile, two) and x - y as (-1 * y) + x fused
-    in one scalar_tensor_tensor (IEEE subtraction is exactly that): 8 VectorE cycles per element
-    instead of 17, the floor on ScalarE beside them."""
+    special value of the declaration, so a runtime b is never 0 and needs no b == 0 select), made
+    +-FLT_MAX where infinite (_clamp_divisor) on its [P, 1] tile: the same steps with b as each
+    instruction's scalar operand (tensor_scalar, N cycles) and the intermediates in PSUM, so a - mod
+    is N cycles too: 5 VectorE cycles an FP32 element (8 with them in SBUF), the floor on ScalarE."""
     bo = b.operand(a)
-    m, d, f = temp(kb, out), temp(kb, out), temp(kb, out)
+    m, q = ptemp(kb, out), temp(kb, out)
     _ts(kb, a, m, Alu.MOD, bo)
-    _stt(kb, m, -1.0, Alu.MULTIPLY, a, Alu.ADD, d)          # a - mod(a, b)
-    _ts(kb, d, d, Alu.DIVIDE, bo)
-    _act(kb, Act.FLOOR, d, f)
-    _stt(kb, f, -1.0, Alu.MULTIPLY, d, Alu.ADD, d)          # the quotient's fraction
-    _stt(kb, d, 0.5, Alu.IS_GT, f, Alu.ADD, out)            # floor, nudged up past 0.5
+    _tt(kb, Alu.SUBTRACT, a, m, m)          # a - mod(a, b)
+    _ts(kb, m, q, Alu.DIVIDE, bo)
+    _floor_from_quotient(kb, q, m, out)
 
 
 def _scalar_divisor(ctx: LoweringContext) -> ScalarArg | None:
@@ -626,7 +675,8 @@ def _floor_div_by(by: ScalarArg | None):
     """floor division's compute for _nary: the Scalar-operand kernel for a nonzero Scalar divisor
     (zero is a special value of the declaration: its own Program, with the b == 0 select)."""
     if by is not None and (by.runtime or float(by.known) != 0.0):
-        return lambda kb, t, out: _floor_div_scalar(kb, t[0], by, out)
+        clamped = by.apply(Alu.MAX, -FLT_MAX, Alu.MIN, FLT_MAX, known=lambda v: max(-FLT_MAX, min(FLT_MAX, float(v))))
+        return lambda kb, t, out: _floor_div_scalar(kb, t[0], clamped, out)
     return lambda kb, t, out: _floor_div(kb, t[0], t[1], out)
 
 
@@ -634,7 +684,7 @@ def _floor_div_by(by: ScalarArg | None):
           "aten::floor_divide_.Scalar", scalars={"self": (), "other": (0.0, -0.0)})
 def _floor_divide(ctx: LoweringContext) -> None:
     _float_only(ctx)
-    _nary(ctx, ("self", "other"), _floor_div_by(_scalar_divisor(ctx)))
+    _nary(ctx, ("self", "other"), _floor_div_by(_scalar_divisor(ctx)), max_cols=FLOOR_DIV_COLS)
 
 
 # a zero divisor (either sign) gets its own Program: the floor division by any other Scalar skips
@@ -659,7 +709,7 @@ def _div_mode(ctx: LoweringContext) -> None:
         else:
             _tt(kb, Alu.DIVIDE, a, b, out)
 
-    _nary(ctx, ("self", "other"), compute)
+    _nary(ctx, ("self", "other"), compute, max_cols=FLOOR_DIV_COLS if mode == "floor" else MAX_COLS)
 
 
 @lowering("aten::round.decimals", "aten::round_.decimals")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import ceil, prod
 
-from ...isa import AP, Act, Activation, Alu, DType, Iota, Memset, Select, TensorCopy, TensorReduce, TensorScalar, \
+from ...isa import AP, Act, Activation, Alu, DType, Engine, Iota, Memset, Select, TensorCopy, TensorReduce, TensorScalar, \
     TensorTensor, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, NoLowering, lowering
@@ -98,6 +98,12 @@ def _pool_geometry(ctx: LoweringContext, nsp: int, kind: str) -> _PoolGeometry:
     inner = prod(ext[1:])
     span0 = (k[0] - 1) * dil[0] + 1
     chunk = max(1, min(outs_[0], (PLANE_BYTES // 4 - span0 * inner) // max(1, s[0] * inner) + 1))
+    if kind == "max":
+        # _max_windows_psum holds two PSUM tiles of a chunk's outputs, for two chunks at a time
+        psum_outs = ctx.spec.psum_bytes_per_partition // (4 * 4)
+        per_row = prod(outs_[1:])
+        if per_row <= psum_outs:
+            chunk = max(1, min(chunk, psum_outs // per_row))
     # count of each window's counted cells (avg): constant unless some window leaves the counted region
     lo_c = [-p[d] if include_pad else 0 for d in range(nsp)]
     hi_c = [ins_[d] + p[d] if include_pad else ins_[d] for d in range(nsp)]
@@ -130,6 +136,13 @@ class _PoolChunk:
 
     def tile(self, cols: int, dt=F32) -> AP:
         a = self.kb.tile(self.rows, (cols,), dt)
+        self.made.append(a)
+        return a
+
+    def ptile(self, cols: int) -> AP:
+        """An FP32 PSUM tile for VectorE alone (see _max_windows_psum)."""
+        banks = -(-cols * 4 // self.kb.spec.psum_bank_bytes)
+        a = self.kb.psum_tile(self.rows, (cols,), F32, banks=banks)
         self.made.append(a)
         return a
 
@@ -263,6 +276,51 @@ def _max_windows(kb: KernelBuilder, c: _PoolChunk, acc: AP, offsets) -> AP:
     return bidx
 
 
+def _max_windows_psum(kb: KernelBuilder, c: _PoolChunk, offsets) -> tuple[AP, AP]:
+    """_max_windows with VectorE's running state in PSUM: every pass reads one PSUM and one SBUF
+    operand, N cycles instead of 2N (S9). Per window offset: the update mark (candidate > best, a
+    PSUM read), the best as max(best, candidate) (NaN-propagating, as PyTorch's best becomes NaN and
+    stays NaN), the mark or-ed with ScalarE's isnan(candidate), and the position selected by it into
+    an SBUF tile (mixed spaces: N): 4 VectorE cycles per offset and output, where it took 8. Without
+    padding every window's first cell is in bounds and is its first candidate: the best starts as a
+    copy of it and the position as its iota, so the first offset costs one pass, not four. ScalarE
+    never touches PSUM (NC-v2's rule, hardware.md 2.3); GpSimdE makes the positions.
+
+    Returns (best in PSUM, int32 positions in SBUF)."""
+    g = c.g
+    nsp = g.nsp
+    coefs = tuple(g.s[d] * g.in_flat[d] for d in range(nsp))
+    base0 = c.o0 * g.s[0] * g.in_flat[0]
+    acc = c.ptile(c.n_out)
+    accv = c.outputs(acc)
+    padded = any(g.p)
+    if padded:
+        kb.emit(Memset(out=acc, value=float("-inf")))
+        bidx = _first_positions(kb, c)
+        rest = offsets
+    else:
+        kb.emit(TensorCopy(inp=c.window(offsets[0]), out=accv))
+        bidx = c.tile(c.n_out, DType.int32)
+        kb.emit(Iota(out=c.outputs(bidx), base=base0, coefs=coefs))
+        rest = offsets[1:]
+    upd = c.ptile(c.n_out)
+    updv, bidxv = c.outputs(upd), c.outputs(bidx)
+    # two sets of position / NaN-mark tiles, taken in turn: GpSimdE and ScalarE make the next
+    # offset's while VectorE uses this one's, in SBUF that does not grow with the window
+    spare = [(c.tile(c.n_out, DType.int32), c.tile(c.n_out)) for _ in range(min(2, len(rest)))]
+    for i, a in enumerate(rest):
+        cand = c.window(a)
+        pos, nan = spare[i % len(spare)]
+        kb.emit(Iota(out=c.outputs(pos), base=base0 + sum((a[d] * g.dil[d] - g.p[d]) * g.in_flat[d]
+                                                          for d in range(nsp)), coefs=coefs))
+        kb.emit(Activation(func=Act.IS_NAN, inp=cand, out=c.outputs(nan)))
+        kb.emit(TensorTensor(alu=Alu.IS_GT, in0=cand, in1=accv, out=updv))
+        kb.emit(TensorTensor(alu=Alu.MAX, in0=accv, in1=cand, out=accv))
+        kb.emit(TensorTensor(alu=Alu.LOGICAL_OR, in0=updv, in1=c.outputs(nan), out=updv))
+        kb.emit(Select(pred=updv, on_true=c.outputs(pos), on_false=bidxv, out=bidxv))
+    return acc, bidx
+
+
 def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
     """kind: 'avg' or 'max' (with indices)."""
     kb = ctx.kb
@@ -282,14 +340,20 @@ def _window_pool(ctx: LoweringContext, nsp: int, kind: str) -> None:
         for o0 in range(0, g.outs[0], g.chunk):
             c = _pool_chunk(kb, g, t.rows, o0)
             _load_plane(ctx, c, t, qin[0])
-            acc = c.tile(c.n_out)
             if kind == "avg":
+                acc = c.tile(c.n_out)
                 _avg_windows(kb, c, acc, offsets)
             else:
                 assert idx_out is not None  # max pooling returns its indices
-                bidx = _max_windows(kb, c, acc, offsets)
-                io = c.tile(c.n_out, idx_out.dtype)
-                kb.copy(bidx, io)
+                if c.n_out * 4 * 4 <= ctx.spec.psum_bytes_per_partition:
+                    acc, bidx = _max_windows_psum(kb, c, offsets)
+                    io = c.tile(c.n_out, idx_out.dtype)
+                    kb.copy(bidx, io, on=Engine.GPSIMD)    # SBUF to SBUF, off VectorE
+                else:
+                    acc = c.tile(c.n_out)
+                    bidx = _max_windows(kb, c, acc, offsets)
+                    io = c.tile(c.n_out, idx_out.dtype)
+                    kb.copy(bidx, io)
                 _store_plane(kb, qout, io, ctx.outputs[1], idx_out, t, 2, nsp, o0, c.osz)
             ot = c.tile(c.n_out, out.dtype)
             kb.copy(acc, ot)

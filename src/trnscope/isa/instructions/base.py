@@ -116,7 +116,9 @@ class Act(str, Enum):
     RELU = "relu"
     GELU = "gelu"
     GELU_TANH = "gelu_tanh"
+    GELU_DX = "gelu_dx"      # d/dx gelu (nl.gelu_dx)
     SILU = "silu"
+    SILU_DX = "silu_dx"      # d/dx silu (nl.silu_dx)
     SOFTPLUS = "softplus"
     SQUARE = "square"
     SQRT = "sqrt"
