@@ -513,3 +513,37 @@ def test_a_profiling_session_keeps_warm_ops_in_cpp_and_records_only_the_users_op
                                 if e.device_type() == torch.autograd.DeviceType.CPU)
     assert names == {"aten::mul": 6, "aten::pow": 3, "aten::mean": 6, "aten::add": 3, "aten::rsqrt": 3,
                      "trnscope::dispatch": 21}
+
+
+def test_a_killed_builds_lock_is_removed_and_a_live_builds_is_waited_for(tmp_path):
+    """torch's build lock outlives a killed build and made every later import hang: a lock nothing has
+    touched for STALE_LOCK_SECONDS is removed with a warning; a live build's is waited for."""
+    import threading
+    import time
+    import warnings
+
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / "lock").touch()
+    (stale / "module.o").touch()
+    old = time.time() - 2 * _core.STALE_LOCK_SECONDS
+    for p in stale.iterdir():
+        os.utime(p, (old, old))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _core._clear_stale_lock(stale)
+    assert not (stale / "lock").exists()
+    assert any("killed" in str(w.message) and "lock" in str(w.message) for w in seen)
+
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / "lock").touch()
+    done = threading.Timer(0.2, (live / "lock").unlink)   # the build finishes and removes its lock
+    done.start()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _core._clear_stale_lock(live, wait_s=0.05)
+    done.join()
+    assert not (live / "lock").exists() and not seen
+
+    _core._clear_stale_lock(tmp_path / "live")   # no lock: returns at once

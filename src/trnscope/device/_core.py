@@ -77,6 +77,40 @@ def _ninja_on_path() -> None:
 
 BUILD_SECONDS: float | None = None  # how long this process spent building or loading the core
 
+# torch.utils.cpp_extension serialises builds with a ``lock`` file that only the building process
+# removes: a build killed half-way (a timeout, Ctrl-C, kill of a test run) leaves it, and every later
+# import waits for it forever. A build writes its objects as it goes; a lock with nothing in the
+# directory touched for this long has no build behind it (compiling the core takes 1-3 minutes on
+# a 2-core machine, one object file at most ~2 of them under load).
+STALE_LOCK_SECONDS = 600.0
+
+
+def _clear_stale_lock(directory: Path, stale_after_s: float = STALE_LOCK_SECONDS, wait_s: float = 1.0) -> None:
+    """Wait while a live build holds ``directory``'s lock; remove a lock no build has touched for
+    ``stale_after_s`` seconds (with a warning naming it), so the next build or load can go on."""
+    lock = directory / "lock"
+    while True:
+        try:
+            lock_time = lock.stat().st_mtime
+        except FileNotFoundError:
+            return
+        latest = lock_time
+        for p in directory.iterdir():
+            try:
+                latest = max(latest, p.stat().st_mtime)
+            except FileNotFoundError:
+                continue
+        idle = time.time() - latest
+        if idle >= stale_after_s:
+            warnings.warn(
+                f"trnscope: removed {lock}, a C++ build lock nothing has touched for {idle / 60:.0f} minutes "
+                f"(left by a build that was killed); the core is built again now", CppCoreUnavailable,
+                stacklevel=3)
+            lock.unlink(missing_ok=True)
+            return
+        # a live build: let it finish (torch would wait too), re-checking that it still makes progress
+        time.sleep(min(wait_s, stale_after_s - idle))
+
 
 def _load():
     global BUILD_SECONDS
@@ -86,6 +120,7 @@ def _load():
     directory.mkdir(parents=True, exist_ok=True)
     _ninja_on_path()
     start = time.perf_counter()
+    _clear_stale_lock(directory)
     module = ext.load(
         name=NAME,
         sources=[str(CSRC / s) for s in SOURCES],
