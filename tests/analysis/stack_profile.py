@@ -70,6 +70,20 @@ print("PROFILE " + str(exporter.last_export))
 '''
 
 
+# TRAIN_SCRIPT with neuronx-cc's FP32 auto-cast off (NEURON_CC_FLAGS="--auto-cast=none", as a
+# TorchNeuron user sets it): the Linear's matmuls stream FP32 at TensorE's quarter rate; and a BF16
+# mm each step beside them, so one profile holds kernels of both peaks.
+FP32_TRAIN_SCRIPT = r'''
+import os
+os.environ["NEURON_CC_FLAGS"] = "--auto-cast=none"
+''' + TRAIN_SCRIPT.replace("""    opt.step()
+""", """    opt.step()
+    torch.mm(a16, b16)
+""").replace("""opt = torch.optim.SGD""", """a16 = torch.randn(1024, 1024, dtype=torch.bfloat16).to("neuron")
+b16 = torch.randn(1024, 1024, dtype=torch.bfloat16).to("neuron")
+opt = torch.optim.SGD""")
+
+
 # eager ops, a compiled graph and an NKI kernel, forward and backward, recorded with with_stack=True
 # from a script file (so FX stack traces and frames have real lines). "# line:<name>" marks the
 # lines the source-line tests look for.
@@ -146,6 +160,11 @@ def with_stack_compiled_profile(base: Path) -> Path:
 
 def training_step_profile(base: Path) -> Path:
     return _recorded(base / "training-step-profile", TRAIN_SCRIPT)
+
+
+def fp32_training_step_profile(base: Path) -> Path:
+    """The training step with FP32 auto-cast off, and a BF16 mm per step."""
+    return _recorded(base / "fp32-training-step-profile", FP32_TRAIN_SCRIPT)
 
 
 def _recorded(root: Path, script: str, script_name: str | None = None) -> Path:

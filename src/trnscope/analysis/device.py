@@ -122,6 +122,11 @@ class DeviceSummary:
         return f"MFU {self.mfu_percent:.1f}% of {self.mfu_peak} peak" + (f" {rate}" if rate else "") + \
             (f" ({bf16})" if bf16 else "")
 
+    def mfu_scales(self) -> dict[str, float]:
+        """NEFF id -> the factor from its MFU against the BF16 peak to its MFU against its own peak."""
+        return {n.neff_id: n.mfu_percent / n.mfu_bf16_percent for n in self.neffs
+                if n.mfu_percent is not None and n.mfu_bf16_percent}
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -173,14 +173,21 @@ def fp32_factor_of(target: str | None) -> float:
 
 
 def ntff_peak(path: str | Path, header: dict) -> TensorPeak:
-    """The peak of one NTFF's kernel: its MATMULs' FLOPs by dtype (its instruction table), scaled
-    to the header's total (a truncated NTFF keeps the written instructions' proportions)."""
+    """The peak of one NTFF's kernel: its MATMULs' FLOPs by dtype (its instruction table, read once
+    per file), scaled to the header's total."""
+    total = float((header.get("summary") or {}).get("model_flops") or 0.0)
+    return header_peak(header, _table_flops(Path(path)) if total else {})
+
+
+def header_peak(header: dict, by_dtype: dict[str, float]) -> TensorPeak:
+    """The peak of the kernel an NTFF ``header`` describes, given its instructions' FLOPs by dtype
+    (:func:`flops_by_dtype`). A truncated NTFF keeps the written instructions' proportions; none
+    readable: BF16's peak, marked assumed (the NTFF's own MFU is against it)."""
     s = header.get("summary") or {}
     total = float(s.get("model_flops") or 0.0)
     peak = TensorPeak(bf16_peak=bf16_peak_of(s), fp32_factor=fp32_factor_of(header.get("target")))
     if not total:
         return peak
-    by_dtype = _table_flops(Path(path))
     read = sum(by_dtype.values())
     if not read:
         peak.flops_by_dtype = {BF16: total}
