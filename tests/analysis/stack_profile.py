@@ -70,18 +70,44 @@ print("PROFILE " + str(exporter.last_export))
 '''
 
 
-# TRAIN_SCRIPT with neuronx-cc's FP32 auto-cast off (NEURON_CC_FLAGS="--auto-cast=none", as a
-# TorchNeuron user sets it): the Linear's matmuls stream FP32 at TensorE's quarter rate; and a BF16
-# mm each step beside them, so one profile holds kernels of both peaks.
-FP32_TRAIN_SCRIPT = r'''
-import os
+# One profile with TensorE work at both peaks: an FP32 mm with neuronx-cc's FP32 auto-cast off
+# (NEURON_CC_FLAGS="--auto-cast=none", as a TorchNeuron user sets it: FP32 at TensorE's quarter rate),
+# a BF16 mm, and an FP32 mm of another shape compiled with the default auto-cast (--auto-cast
+# matmult: it streams BF16). The test session's own default is --auto-cast=none (tests/conftest.py),
+# so TRAIN_SCRIPT's Linear runs FP32 too; this script sets the flag itself either way.
+PEAKS_SCRIPT = r'''
+import os, sys
 os.environ["NEURON_CC_FLAGS"] = "--auto-cast=none"
-''' + TRAIN_SCRIPT.replace("""    opt.step()
-""", """    opt.step()
-    torch.mm(a16, b16)
-""").replace("""opt = torch.optim.SGD""", """a16 = torch.randn(1024, 1024, dtype=torch.bfloat16).to("neuron")
-b16 = torch.randn(1024, 1024, dtype=torch.bfloat16).to("neuron")
-opt = torch.optim.SGD""")
+import torch
+import trnscope
+from trnscope.compiler import precision
+from torch.profiler import profile, ProfilerActivity
+from trnscope.profiling import NeuronConfig, ProfileMode, NeuronProfiler
+
+torch.manual_seed(0)
+a = torch.randn(1024, 1024).to("neuron")
+b = torch.randn(1024, 1024).to("neuron")
+a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+c = torch.randn(512, 1024).to("neuron")
+
+def step():
+    torch.mm(a, b)  # FP32, not cast
+    torch.mm(a16, b16)  # BF16
+    with precision.auto_cast("matmult"):  # the compiler's default: cast to BF16
+        torch.mm(c, b)
+
+for _ in range(2):
+    step()
+torch.neuron.synchronize()
+cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=sys.argv[1])
+exporter = NeuronProfiler(cfg)
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
+             on_trace_ready=exporter.export_trace):
+    for _ in range(2):
+        step()
+    torch.neuron.synchronize()
+print("PROFILE " + str(exporter.last_export))
+'''
 
 
 # eager ops, a compiled graph and an NKI kernel, forward and backward, recorded with with_stack=True
@@ -162,9 +188,9 @@ def training_step_profile(base: Path) -> Path:
     return _recorded(base / "training-step-profile", TRAIN_SCRIPT)
 
 
-def fp32_training_step_profile(base: Path) -> Path:
-    """The training step with FP32 auto-cast off, and a BF16 mm per step."""
-    return _recorded(base / "fp32-training-step-profile", FP32_TRAIN_SCRIPT)
+def matmul_peaks_profile(base: Path) -> Path:
+    """An FP32 mm (auto-cast off), a BF16 mm and an FP32 mm auto-cast to BF16."""
+    return _recorded(base / "matmul-peaks-profile", PEAKS_SCRIPT)
 
 
 def _recorded(root: Path, script: str, script_name: str | None = None) -> Path:
