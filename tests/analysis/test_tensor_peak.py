@@ -159,6 +159,18 @@ def test_limiter_names_tensore_at_fp32_rate(peaks):
     assert not any(r.rule == "below_roofline" and "mm_1024" in r.detail for r in a.recommendations)
 
 
+def test_fp32_matmuls_are_told_what_bf16_would_save(peaks):
+    a, k = peaks
+    rule = next(r for r in a.recommendations if r.rule == "fp32_matmuls")
+    fp32, _, s = k["fp32"]
+    # only the FP32 mm: the BF16 one and the one auto-cast to BF16 already run at BF16's rate
+    assert rule.evidence["neffs"] == [fp32.neff_id] and rule.evidence["auto_cast"] == ["none"]
+    ideal = fp32.executions * s["model_flops"] / TRN2.peak_fp32_flops * 1e9
+    assert rule.evidence["fp32_tensore_ns"] == pytest.approx(ideal, rel=1e-6)
+    assert rule.evidence["saved_ns"] == pytest.approx(0.75 * ideal, rel=1e-6)
+    assert "--auto-cast=none" in rule.detail and "aten::mm" in rule.title
+
+
 def test_summary_says_which_peak(peaks_profile, train_profile):
     buffer = io.StringIO()
     assert main(["summary", str(peaks_profile)], console=Console(file=buffer, width=220, color_system=None)) == 0
