@@ -187,3 +187,13 @@ def test_summary_says_which_peak(peaks_profile, train_profile):
         assert f"MFU {a.device.mfu_percent:.1f}% of FP32 peak {TRN2.peak_fp32_flops / 1e12:.1f} TFLOP/s (" in buffer.getvalue()
         mm = next(lim for lim in a.kernel_limits if lim.name.startswith("mm_"))
         assert mm.limiter == COMPUTE_LIMIT and mm.position == "near"
+
+
+def test_inspect_says_which_peak(peaks, peaks_profile):
+    a, k = peaks
+    for kind, words in (("fp32", "FP32 peak"), ("bf16", "BF16 peak"), ("autocast", "BF16 peak")):
+        n = k[kind][0]
+        buffer = io.StringIO()
+        assert main(["inspect", str(peaks_profile / f"neff_{n.neff_id}.neff")],
+                    console=Console(file=buffer, width=220, color_system=None)) == 0
+        assert f"MFU {n.mfu_percent:.1f}% of {words}" in buffer.getvalue()
