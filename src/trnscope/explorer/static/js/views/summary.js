@@ -213,7 +213,9 @@ function limitsTable(limits, kernelNs) {
       { key: "peak_flops_per_s", title: "Of peak", value: (r) => r.peak_flops_per_s || 0, format: (v, r) => peakCell(r) },
       { key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "position", title: "Roofline", value: (r) => r.position || "–" },
-      { key: "limiter", title: "Limiter" },
+      // TensorE at a rate other than BF16's says which (as `trnscope summary` does)
+      { key: "limiter", title: "Limiter", value: (r) => (r.limiter.startsWith("TensorE compute") && r.peak_dtype
+        && !r.peak_dtype.startsWith("BF16") && !r.peak_dtype.startsWith("mixed") ? `${r.limiter} at ${r.peak_dtype} rate` : r.limiter) },
       { key: "explanation", title: "Why" },
     ],
     rows: limits, sortKey: "device_time_ns", className: "limits-table",
