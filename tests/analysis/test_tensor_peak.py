@@ -165,9 +165,10 @@ def test_fp32_matmuls_are_told_what_bf16_would_save(peaks):
     fp32, _, s = k["fp32"]
     # only the FP32 mm: the BF16 one and the one auto-cast to BF16 already run at BF16's rate
     assert rule.evidence["neffs"] == [fp32.neff_id] and rule.evidence["auto_cast"] == ["none"]
+    # (the rule reads the NEFF's device time off the trace, in whole ns: agreement to 1e-4)
     ideal = fp32.executions * s["model_flops"] / TRN2.peak_fp32_flops * 1e9
-    assert rule.evidence["fp32_tensore_ns"] == pytest.approx(ideal, rel=1e-6)
-    assert rule.evidence["saved_ns"] == pytest.approx(0.75 * ideal, rel=1e-6)
+    assert rule.evidence["fp32_tensore_ns"] == pytest.approx(ideal, rel=1e-4)
+    assert rule.evidence["saved_ns"] == pytest.approx(0.75 * ideal, rel=1e-4)
     assert "--auto-cast=none" in rule.detail and "aten::mm" in rule.title
 
 
