@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from rmsnorm_profiles import rmsnorm_large_profiles, rmsnorm_profiles, torch_available
-from stack_profile import source_lines_profile, training_step_profile, with_stack_compiled_profile
+from stack_profile import (matmul_peaks_profile, source_lines_profile, training_step_profile,
+                           with_stack_compiled_profile)
 
 KINETO = Path(__file__).resolve().parents[2].parent / "shared/data/kineto-traces"
 
@@ -47,6 +48,14 @@ def train_profile(tmp_path_factory) -> Path:
     if not torch_available():
         pytest.skip("recording profiles needs torch")
     return training_step_profile(shared_tmp(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def peaks_profile(tmp_path_factory) -> Path:
+    """An FP32 mm with auto-cast off, a BF16 mm and an FP32 mm auto-cast to BF16 (stack_profile.PEAKS_SCRIPT)."""
+    if not torch_available():
+        pytest.skip("recording profiles needs torch")
+    return matmul_peaks_profile(shared_tmp(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

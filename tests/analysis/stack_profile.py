@@ -70,6 +70,46 @@ print("PROFILE " + str(exporter.last_export))
 '''
 
 
+# One profile with TensorE work at both peaks: an FP32 mm with neuronx-cc's FP32 auto-cast off
+# (NEURON_CC_FLAGS="--auto-cast=none", as a TorchNeuron user sets it: FP32 at TensorE's quarter rate),
+# a BF16 mm, and an FP32 mm of another shape compiled with the default auto-cast (--auto-cast
+# matmult: it streams BF16). The test session's own default is --auto-cast=none (tests/conftest.py),
+# so TRAIN_SCRIPT's Linear runs FP32 too; this script sets the flag itself either way.
+PEAKS_SCRIPT = r'''
+import os, sys
+os.environ["NEURON_CC_FLAGS"] = "--auto-cast=none"
+import torch
+import trnscope
+from trnscope.compiler import precision
+from torch.profiler import profile, ProfilerActivity
+from trnscope.profiling import NeuronConfig, ProfileMode, NeuronProfiler
+
+torch.manual_seed(0)
+a = torch.randn(1024, 1024).to("neuron")
+b = torch.randn(1024, 1024).to("neuron")
+a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+c = torch.randn(512, 1024).to("neuron")
+
+def step():
+    torch.mm(a, b)  # FP32, not cast
+    torch.mm(a16, b16)  # BF16
+    with precision.auto_cast("matmult"):  # the compiler's default: cast to BF16
+        torch.mm(c, b)
+
+for _ in range(2):
+    step()
+torch.neuron.synchronize()
+cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir=sys.argv[1])
+exporter = NeuronProfiler(cfg)
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg,
+             on_trace_ready=exporter.export_trace):
+    for _ in range(2):
+        step()
+    torch.neuron.synchronize()
+print("PROFILE " + str(exporter.last_export))
+'''
+
+
 # eager ops, a compiled graph and an NKI kernel, forward and backward, recorded with with_stack=True
 # from a script file (so FX stack traces and frames have real lines). "# line:<name>" marks the
 # lines the source-line tests look for.
@@ -146,6 +186,11 @@ def with_stack_compiled_profile(base: Path) -> Path:
 
 def training_step_profile(base: Path) -> Path:
     return _recorded(base / "training-step-profile", TRAIN_SCRIPT)
+
+
+def matmul_peaks_profile(base: Path) -> Path:
+    """An FP32 mm (auto-cast off), a BF16 mm and an FP32 mm auto-cast to BF16."""
+    return _recorded(base / "matmul-peaks-profile", PEAKS_SCRIPT)
 
 
 def _recorded(root: Path, script: str, script_name: str | None = None) -> Path:

@@ -7,6 +7,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from explorer_testdata import entry_by
+from trnscope.hw import logical_spec
 from trnscope.explorer import create_app
 
 
@@ -320,3 +321,25 @@ def test_a_large_trace_is_never_sent_whole(tmp_path):
         runtime = next(lane["id"] for lane in layout["lanes"] if lane["runtime_only"])
         assert len(first["lanes"][runtime]["ts"]) <= 300
         assert sum(first["lanes"][runtime]["merged"]) == 60_000  # every call is represented
+
+
+def test_payloads_say_which_tensore_peak(client, listing):
+    """The card, the summary, the roofline and the device view carry the TensorE peak each MFU is
+    against: the training step's matmuls streamed FP32 (the suite's --auto-cast=none)."""
+    train = eid(listing, "train/")
+    card = client.get(f"/api/entries/{train}/card").json()["headline"]
+    assert card["mfu_peak"] == "FP32" and card["mfu_peak_flops_per_s"] == pytest.approx(logical_spec("trn2").peak_fp32_flops)
+    assert card["mfu_text"].startswith(f"MFU {card['mfu_percent']:.1f}% of FP32 peak 39.3 TFLOP/s (")
+    assert card["mfu_percent"] == pytest.approx(4 * card["mfu_bf16_percent"])  # FP32: a quarter of BF16's rate
+    summary = client.get(f"/api/entries/{train}/summary").json()
+    addmm = next(n for n in summary["device"]["neffs"] if n["name"].startswith("addmm"))
+    assert addmm["peak_dtype"] == "FP32" and addmm["mfu_percent"] == pytest.approx(4 * addmm["mfu_bf16_percent"])
+    limit = next(k for k in summary["kernel_limits"] if k["neff_id"] == addmm["neff_id"])
+    assert limit["peak_dtype"] == "FP32" and limit["limiter"] == "TensorE compute"
+    roofline = client.get(f"/api/entries/{train}/roofline").json()
+    assert [p["dtype"] for p in roofline["peaks"]] == ["BF16", "FP32"]
+    point = next(p for p in roofline["neffs"] if p["neff_id"] == addmm["neff_id"])
+    assert point["peak_dtype"] == "FP32" and point["bound"] == "compute"
+    device = client.get(f"/api/entries/{train}/device/{addmm['neff_id']}/0/timeline").json()
+    assert device["tensor_peak"]["dtype"] == "fp32" and device["peak_text"] == "FP32 peak 39.3 TFLOP/s"
+    assert device["mfu_percent"] == pytest.approx(addmm["mfu_percent"])

@@ -219,6 +219,19 @@ def test_roofline_chart_points_open_their_device_trace(page, ids):
     names = chart.locator("circle.point").evaluate_all("(cs) => cs.map((c) => c.dataset.name)")
     assert any(n.startswith("addmm") for n in names) and any(n.startswith("add.Tensor") for n in names)
     assert "compute" in chart.inner_text() or chart.locator("text.roof-label").count() == 2
+    # the suite compiles FP32 matmuls with auto-cast off (tests/conftest.py): the Linear's matmuls
+    # streamed FP32, so the chart has FP32's ceiling under BF16's and the table holds them to it
+    roofs = chart.locator("polyline.roof").evaluate_all("(ps) => ps.map((p) => p.dataset.dtype)")
+    assert roofs == ["BF16", "FP32"]
+    assert "FP32 39.3 TFLOP/s (ridge 54 FLOP/B)" in chart.locator(".roofline-caption").inner_text()
+    rows = chart.locator("table.roofline-table tbody tr").all_inner_texts()
+    addmm_row = next(r for r in rows if r.startswith("addmm"))
+    assert "FP32 39.3 TFLOP/s" in addmm_row and "54 FLOP/B" in addmm_row and "compute" in addmm_row
+    # the key metrics and the limiter table say which peak the MFU is a share of
+    metrics = page.locator("div.metrics").inner_text()
+    assert "MFU of FP32 peak 39.3 TFLOP/s" in metrics
+    limits = page.locator("table.limits-table tbody tr").all_inner_texts()
+    assert any(r.startswith("aten::addmm") and "FP32 39.3 TFLOP/s" in r and "TensorE compute" in r for r in limits)
     page.wait_for_timeout(150)
     shot(page, "28-roofline")
     chart.locator("button[data-kind='op']").click()

@@ -9,7 +9,11 @@ Two sources, best first:
   and the per-execution MFU/MBU a Neuron framework trace carries in its args.
 
 MFU and MBU over many executions are time-weighted averages, which equals total FLOPs (bytes)
-over peak rate x total time: the figure Neuron reports for a region.
+over peak rate x total time: the figure Neuron reports for a region. With NTFFs each kernel's MFU
+is against TensorE's peak for the dtype its matmuls streamed (:mod:`.tensor_peak`: FP32 at a quarter
+of BF16's rate), so the profile's MFU is TensorE's ideal time at each kernel's own peak over device
+time; ``mfu_bf16_percent`` keeps the figure against the BF16 peak (what the NTFF header records).
+From the trace alone the executions' MFU is the one their args carry, against the BF16 peak.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from ..trace import Trace
 from .device_work import DeviceWork, device_work
 from .profile import Profile
 from .profile_dir import ProfileFormatError, read_ntff_header
+from .tensor_peak import BF16, LABELS, TensorPeak, ntff_peak
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
 
@@ -54,6 +59,18 @@ class NeffStat:
     bottleneck: str = ""
     engines: dict[str, float] = field(default_factory=dict)  # engine -> active %
     auto_cast: str = ""  # the NTFF header's matmul_auto_cast: how its FP32 matmuls ran ("none": as FP32)
+    # the TensorE peak its MFU is against (tensor_peak): FLOP/s (0: unknown), and which dtype's
+    # ("FP32", "BF16", "mixed (FP32 60%, BF16 40% of FLOPs)"; "" without TensorE FLOPs)
+    peak_flops_per_s: float = 0.0
+    peak_dtype: str = ""
+    flops_by_dtype: dict[str, float] = field(default_factory=dict)  # model FLOPs per streamed dtype
+    mfu_bf16_percent: float | None = None  # against the BF16 peak, as the NTFF header records it
+
+    def peak_text(self) -> str:
+        """``FP32 peak 39.3 TFLOP/s``: what its MFU is a share of ("" without TensorE FLOPs)."""
+        if not self.peak_dtype:
+            return ""
+        return f"{self.peak_dtype} peak" + (f" {self.peak_flops_per_s / 1e12:.1f} TFLOP/s" if self.peak_flops_per_s else "")
 
 
 @dataclass
@@ -80,6 +97,35 @@ class DeviceSummary:
     neffs: list[NeffStat] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # NTFFs that could not be read
     target: str | None = None  # the Neuron target the NTFFs were simulated for (trn1, trn2)
+    # what mfu_percent is a share of: with NTFFs, each kernel's own dtype peak; mfu_peak_flops_per_s
+    # is then the profile's TensorE FLOPs over their ideal time (one dtype: that dtype's peak)
+    mfu_peak: str = ""  # "FP32", "BF16", "mixed (FP32 60%, BF16 40% of FLOPs)"; "" without FLOPs
+    mfu_peak_flops_per_s: float = 0.0
+    mfu_bf16_percent: float | None = None  # the same FLOPs against the BF16 peak
+    flops_by_dtype: dict[str, float] = field(default_factory=dict)  # model FLOPs per dtype, all executions
+
+    def mfu_text(self) -> str:
+        """What the MFU is a share of: ``MFU 82.1% of FP32 peak 39.3 TFLOP/s (20.5% of BF16 peak)``;
+        mixed dtypes: ``MFU 53.0% of each kernel's dtype peak (FP32 60%, BF16 40% of FLOPs: 65.5
+        TFLOP/s over all; 21.6% of BF16 peak)``; no FLOPs or no peak known: ``MFU 0.0%``."""
+        if self.mfu_percent is None:
+            return "MFU -"
+        if not self.mfu_peak:
+            return f"MFU {self.mfu_percent:.1f}%"
+        rate = f"{self.mfu_peak_flops_per_s / 1e12:.1f} TFLOP/s" if self.mfu_peak_flops_per_s else ""
+        bf16 = (f"{self.mfu_bf16_percent:.1f}% of BF16 peak" if self.mfu_bf16_percent is not None
+                and not self.mfu_peak.startswith(LABELS[BF16]) else "")
+        if self.mfu_peak.startswith("mixed"):
+            inner = self.mfu_peak[len("mixed ("):-1]
+            more = "; ".join(x for x in (f"{inner}: {rate} over all" if rate else inner, bf16) if x)
+            return f"MFU {self.mfu_percent:.1f}% of each kernel's dtype peak ({more})"
+        return f"MFU {self.mfu_percent:.1f}% of {self.mfu_peak} peak" + (f" {rate}" if rate else "") + \
+            (f" ({bf16})" if bf16 else "")
+
+    def mfu_scales(self) -> dict[str, float]:
+        """NEFF id -> the factor from its MFU against the BF16 peak to its MFU against its own peak."""
+        return {n.neff_id: n.mfu_percent / n.mfu_bf16_percent for n in self.neffs
+                if n.mfu_percent is not None and n.mfu_bf16_percent}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -106,6 +152,8 @@ def _from_trace(trace: Trace, work: DeviceWork) -> DeviceSummary:
         programs=len(set(work.program[kernels].tolist())),
     )
     summary.mfu_percent = _time_weighted(work, kernels, "mfu_estimated_percent")
+    if summary.mfu_percent is not None:  # a Neuron framework trace's per-execution figure
+        summary.mfu_peak, summary.mfu_bf16_percent = LABELS[BF16], summary.mfu_percent
     summary.mbu_percent = _time_weighted(work, kernels, "mbu_estimated_percent")
     summary.hbm_read_bytes = sum(int(a.hbm_read_bytes or 0) for a in work.args)
     summary.hbm_write_bytes = sum(int(a.hbm_write_bytes or 0) for a in work.args)
@@ -165,7 +213,8 @@ def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> Non
     engine_active = dict.fromkeys(ENGINES, 0.0)
     engine_count = dict.fromkeys(ENGINES, 0)
     engine_wait = dict.fromkeys(ENGINES, 0.0)
-    weighted_time = mfu_time = mbu_time = 0.0
+    weighted_time = mfu_time = mfu_bf16_time = mbu_time = 0.0
+    work_peak = TensorPeak()
     hbm_read = hbm_write = dma_count = dma_bytes = 0
     dma_active = 0.0
     seen = False
@@ -188,7 +237,12 @@ def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> Non
         s = header.get("summary") or {}
         total = float(s.get("total_time_ns") or 0.0)
         weighted_time += runs * total
-        mfu_time += runs * total * float(s.get("mfu_estimated_percent") or 0.0)
+        mfu_bf16 = float(s.get("mfu_estimated_percent") or 0.0)
+        peak = ntff_peak(path, header)
+        mfu = mfu_bf16 * peak.slowdown  # against its own dtype's peak (tensor_peak)
+        mfu_time += runs * total * mfu
+        mfu_bf16_time += runs * total * mfu_bf16
+        work_peak.add(peak, runs)
         mbu_time += runs * total * float(s.get("mbu_estimated_percent") or 0.0)
         hbm_read += runs * int(s.get("hbm_read_bytes") or 0)
         hbm_write += runs * int(s.get("hbm_write_bytes") or 0)
@@ -206,7 +260,10 @@ def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> Non
             stat.dma_transfers = int(s.get("dma_transfer_count") or 0)
             stat.dma_average_bytes = float(s.get("dma_transfer_average_bytes") or 0.0)
             stat.bottleneck = str(s.get("bottleneck") or stat.bottleneck)
-            stat.mfu_percent = float(s.get("mfu_estimated_percent") or 0.0)
+            stat.mfu_percent = mfu
+            stat.mfu_bf16_percent = mfu_bf16
+            stat.peak_dtype, stat.peak_flops_per_s = peak.label(), peak.peak_flops_per_s
+            stat.flops_by_dtype = dict(peak.flops_by_dtype)
             stat.mbu_percent = float(s.get("mbu_estimated_percent") or 0.0)
             stat.engines = {e: float(v.get("active_time_percent") or 0.0) for e, v in (s.get("engines") or {}).items()}
             stat.auto_cast = str(header.get("matmul_auto_cast") or "")
@@ -216,6 +273,11 @@ def _add_ntff(summary: DeviceSummary, profile: Profile, work: DeviceWork) -> Non
         return
     summary.source = "ntff"
     summary.mfu_percent = mfu_time / weighted_time
+    summary.mfu_bf16_percent = mfu_bf16_time / weighted_time
+    summary.flops_by_dtype = dict(work_peak.flops_by_dtype)
+    # the FLOP-weighted peak: all TensorE FLOPs over their ideal time (one dtype: its peak)
+    summary.mfu_peak = work_peak.label() if work_peak.flops else ""
+    summary.mfu_peak_flops_per_s = work_peak.peak_flops_per_s if work_peak.flops else 0.0
     summary.mbu_percent = mbu_time / weighted_time
     summary.hbm_read_bytes, summary.hbm_write_bytes = hbm_read, hbm_write
     summary.dma_transfers, summary.dma_bytes = dma_count, dma_bytes

@@ -5,10 +5,11 @@ tables, the roofline per op and the source-line split: the union of its instruct
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from .tensor_peak import dtype_of_operands
 from .utilization import union_length
 
 
@@ -19,6 +20,8 @@ class Group:
     busy_ns: float  # union of the group's instruction intervals
     model_flops: float
     hbm_bytes: float
+    # model FLOPs per dtype TensorE streamed (tensor_peak), when the table has operand text
+    flops_by_dtype: dict[str, float] = field(default_factory=dict)
 
 
 def group_time(table: dict[str, np.ndarray], keys) -> list[Group]:
@@ -33,11 +36,18 @@ def group_time(table: dict[str, np.ndarray], keys) -> list[Group]:
     zeros = np.zeros(len(keys))
     flops = np.asarray(table.get("model_flops", zeros), float)
     hbm = np.asarray(table.get("hbm_read_bytes", zeros), float) + np.asarray(table.get("hbm_write_bytes", zeros), float)
+    by_dtype: dict[int, dict[str, float]] = {}
+    operands = table.get("operands")
+    if operands is not None:
+        for i in np.flatnonzero((flops > 0) & (codes >= 0)).tolist():
+            slot = by_dtype.setdefault(int(codes[i]), {})
+            d = dtype_of_operands(operands[i])
+            slot[d] = slot.get(d, 0.0) + float(flops[i])
     out = []
     for key in sorted(index, key=str):
         mine = codes == index[key]
         out.append(Group(key, int(mine.sum()), float(union_length(start[mine], end[mine])), float(flops[mine].sum()),
-                         float(hbm[mine].sum())))
+                         float(hbm[mine].sum()), by_dtype.get(index[key], {})))
     return out
 
 

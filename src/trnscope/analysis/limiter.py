@@ -20,6 +20,10 @@ it gets to each roof, so the limiter is read off them first (thresholds below):
 
 Between the bands (30-60%) the larger of MFU and MBU names the limiter, marked as partial.
 
+MFU is against TensorE's peak for the dtype the kernel's matmuls streamed (:mod:`.tensor_peak`), so
+an FP32 matmul compiled with ``--auto-cast none`` is held to FP32's quarter rate: at 80% of that it
+is TensorE-bound near its roof, and the explanation says that BF16 operands would lift the roof.
+
 HBM bandwidth comes from the NTFF itself (MBU = HBM bytes / (bandwidth x time)), so no target
 figure is repeated here.
 """
@@ -66,6 +70,8 @@ class KernelLimit:
     position: str = ""  # "near" its roofline (>= 60% of a roof), "below" (>= 30%), "far below"
     evidence: dict = field(default_factory=dict)
     auto_cast: str = ""  # how its FP32 matmuls ran (compiler.precision): "matmult/bf16", "none", "" unknown
+    peak_dtype: str = ""  # the TensorE peak its MFU is against: "FP32", "BF16", "mixed (...)", "" no FLOPs
+    peak_flops_per_s: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,12 +80,30 @@ class KernelLimit:
 def kernel_limit(neff: NeffStat, profile: Profile | None = None) -> KernelLimit:
     limit = _kernel_limit(neff, profile)
     limit.auto_cast = neff.auto_cast
+    limit.peak_dtype, limit.peak_flops_per_s = neff.peak_dtype, neff.peak_flops_per_s
     if neff.auto_cast and neff.auto_cast != "none":
         limit.explanation += f"; its FP32 matmuls ran auto-cast ({neff.auto_cast}, neuronx-cc --auto-cast)"
+    elif _fp32_share(neff) >= 0.5 and (neff.mfu_percent or 0) >= FAR_BELOW_PERCENT:
+        # TensorE at FP32's quarter rate: the roof itself is what a cast moves
+        limit.explanation += ("; its matmuls streamed FP32, at a quarter of TensorE's BF16 rate: BF16 operands "
+                              "(neuronx-cc's default --auto-cast matmult, or bf16 tensors) lift that roof 4x")
     if limit.mfu_percent is not None and limit.mbu_percent is not None:
         best = max(limit.mfu_percent, limit.mbu_percent)
         limit.position = "near" if best >= NEAR_ROOF_PERCENT else "below" if best >= FAR_BELOW_PERCENT else "far below"
     return limit
+
+
+def _fp32_share(neff: NeffStat) -> float:
+    total = sum(neff.flops_by_dtype.values())
+    return neff.flops_by_dtype.get("fp32", 0.0) / total if total else 0.0
+
+
+def _peak_words(neff: NeffStat) -> str:
+    """``TensorE's FP32 peak (39.3 TFLOP/s)``: what its MFU is a share of."""
+    if not neff.peak_dtype:
+        return "TensorE peak"
+    rate = f" ({neff.peak_flops_per_s / 1e12:.1f} TFLOP/s)" if neff.peak_flops_per_s else ""
+    return f"TensorE's {neff.peak_dtype} peak{rate}"
 
 
 def _kernel_limit(neff: NeffStat, profile: Profile | None) -> KernelLimit:
@@ -91,17 +115,18 @@ def _kernel_limit(neff: NeffStat, profile: Profile | None) -> KernelLimit:
     evidence = {"mfu_percent": round(mfu, 2), "mbu_percent": round(mbu, 2)}
     if mbu >= NEAR_ROOF_PERCENT or (mbu >= LEADING_PERCENT and mbu >= 1.5 * mfu):
         near = "near its roofline: only moving fewer bytes makes it faster" if mbu >= NEAR_ROOF_PERCENT else \
-            f"closer to it than to TensorE's ({mfu:.0f}% of peak)"
+            f"closer to it than to TensorE's ({mfu:.0f}% of its {neff.peak_dtype or 'BF16'} peak)"
         return KernelLimit(limiter=HBM, far_below_roofline=False, evidence=evidence,
                            explanation=f"at {mbu:.0f}% of HBM bandwidth, {near}", **common)
     if mfu >= NEAR_ROOF_PERCENT or (mfu >= LEADING_PERCENT and mfu > mbu):
         near = "near its roofline" if mfu >= NEAR_ROOF_PERCENT else f"closer to it than to HBM's ({mbu:.0f}%)"
         return KernelLimit(limiter=COMPUTE, far_below_roofline=False, evidence=evidence,
-                           explanation=f"at {mfu:.0f}% of TensorE peak, {near}", **common)
+                           explanation=f"at {mfu:.0f}% of {_peak_words(neff)}, {near}", **common)
     if max(mfu, mbu) >= FAR_BELOW_PERCENT:
         which = HBM if mbu >= mfu else COMPUTE
         return KernelLimit(limiter=f"{which} (partly)", far_below_roofline=False, evidence=evidence,
-                           explanation=f"MBU {mbu:.0f}%, MFU {mfu:.0f}%: neither roof is reached", **common)
+                           explanation=f"MBU {mbu:.0f}%, MFU {mfu:.0f}% of {_peak_words(neff)}: neither roof is "
+                                       f"reached", **common)
     limiter, explanation, more = _far_below(neff, profile)
     return KernelLimit(limiter=limiter, far_below_roofline=True, explanation=explanation,
                        evidence={**evidence, **more}, **common)

@@ -10,7 +10,10 @@ slice on a host thread (ops, annotations, runtime calls; Python frames are left 
 * ``dispatches``: device executions launched under it; ``programs``: the distinct NEFFs (Neuron)
   or kernels (CUDA) among them; ``bytes``: bytes they moved (HBM traffic of NEFFs, copy sizes).
 
-Device kernels (NEFFs, CUDA kernels, copies) get a table of their own, grouped by name.
+Device kernels (NEFFs, CUDA kernels, copies) get a table of their own, grouped by name. Their MFU
+is the executions' args' (against the BF16 peak, as the framework trace records it) unless
+``mfu_scale`` gives a NEFF's factor to its own dtype's peak (:mod:`.tensor_peak`; from the NTFFs),
+applied per execution: two NEFFs of one name (an FP32 and a BF16 mm) each get their own.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class OpTable:
                 "cpu_self_total_ns": self.cpu_self_total_ns, "device_total_ns": self.device_total_ns}
 
 
-def op_table(trace: Trace) -> OpTable:
+def op_table(trace: Trace, mfu_scale: dict[str, float] | None = None) -> OpTable:
+    """``mfu_scale``: NEFF id -> BF16 peak / its own peak (DeviceSummary.mfu_scales)."""
     work = device_work(trace)
     host = _host_rows(trace)
     s = trace.slices
@@ -112,7 +116,7 @@ def op_table(trace: Trace) -> OpTable:
     rows.sort(key=lambda r: (-r.device_self_ns, -r.cpu_total_ns, r.name))
     launch_ops = _launching_op_names(trace, work, owner_of)
     return OpTable(
-        ops=rows, kernels=_kernel_rows(trace, work, owner_of, launch_ops),
+        ops=rows, kernels=_kernel_rows(trace, work, owner_of, launch_ops, mfu_scale or {}),
         cpu_self_total_ns=int(cpu_self.sum()), device_total_ns=int((work.end - work.start).sum()),
         owner_of=owner_of, launch_ops=launch_ops,
     )
@@ -201,7 +205,8 @@ def _group(keys: np.ndarray, values: np.ndarray):
         yield int(chunk_keys[0]), chunk
 
 
-def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray, launch_ops: list[str]) -> list[KernelRow]:
+def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray, launch_ops: list[str],
+                 mfu_scale: dict[str, float]) -> list[KernelRow]:
     if not len(work):
         return []
     s = trace.slices
@@ -219,7 +224,9 @@ def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray, launch_op
     ops_of: list[set] = [set() for _ in range(count)]
     for g, op in {(int(g), op) for g, op in zip(group.tolist(), launch_ops) if op}:
         ops_of[g].add(op)
-    mfu = _weighted(work, group, count, "mfu_estimated_percent", duration)
+    scale = np.fromiter((mfu_scale.get(str(p), 1.0) for p in work.program.tolist()), np.float64, len(work)) \
+        if mfu_scale else None
+    mfu = _weighted(work, group, count, "mfu_estimated_percent", duration, scale)
     mbu = _weighted(work, group, count, "mbu_estimated_percent", duration)
     calls = np.bincount(group, minlength=count)
     out = []
@@ -235,10 +242,14 @@ def _kernel_rows(trace: Trace, work: DeviceWork, owner_of: np.ndarray, launch_op
     return out
 
 
-def _weighted(work: DeviceWork, group: np.ndarray, count: int, key: str, weights: np.ndarray) -> list[float | None]:
-    """Per group the duration-weighted mean of an execution arg; None when any execution lacks it."""
+def _weighted(work: DeviceWork, group: np.ndarray, count: int, key: str, weights: np.ndarray,
+              scale: np.ndarray | None = None) -> list[float | None]:
+    """Per group the duration-weighted mean of an execution arg (times ``scale``, per execution);
+    None when any execution lacks it."""
     values = np.fromiter((v if (v := getattr(a, key)) is not None else np.nan for a in work.args), np.float64,
                          len(work.args))
+    if scale is not None:
+        values = values * scale
     missing = np.bincount(group, weights=np.isnan(values), minlength=count) > 0
     w = weights.astype(np.float64)
     total = np.bincount(group, weights=w, minlength=count)

@@ -25,6 +25,7 @@ from .device_work import DeviceWork
 from .kernel_names import short_kernel_name
 from .gaps import DEPENDENCY_BOUND, HOST_BOUND, LAUNCH_BOUND, IdleAnalysis
 from .limiter import DESCRIPTORS, DMA_QUEUES, HBM, LATENCY, NEAR_ROOF_PERCENT, KernelLimit
+from .tensor_peak import FP32, fp32_factor_of
 from .ops import OpTable
 from .utilization import Utilization
 
@@ -318,6 +319,53 @@ def _below_roofline(x: Inputs):
     )
 
 
+def _fp32_matmuls(x: Inputs):
+    """TensorE work streamed as FP32, at a quarter of BF16's rate: what casting to BF16 would save.
+
+    Each NEFF's ideal TensorE time is MFU x its time (MFU is against its own dtype peak); the FP32
+    part of it is its FLOPs x the FP32 rate factor over the weighted sum, and BF16 would run that
+    part ``factor`` times faster. That is TensorE time: a kernel that then meets its HBM roof (BF16
+    moves half the bytes, but its ridge is 4x higher) saves less, so it is "up to" and the impact is
+    halved. (trn2, 1024^3 FP32 mm: 82 us estimated, 79 us measured against the BF16 mm; the Linear
+    training step's mm and addmm: 164 us estimated, 97 us measured with auto-cast on.)
+    """
+    if not x.device.kernel_time_ns or x.device.source != "ntff":
+        return None
+    factor = fp32_factor_of(x.device.target)
+    saved, kernels = 0.0, []
+    for n in x.device.neffs:
+        fp32 = n.flops_by_dtype.get(FP32, 0.0)
+        total = sum(n.flops_by_dtype.values())
+        if not fp32 or not n.mfu_percent:
+            continue
+        ideal = n.mfu_percent / 100 * n.device_time_ns
+        weighted = fp32 * factor + (total - fp32)
+        fp32_ideal = ideal * fp32 * factor / weighted
+        saved += fp32_ideal * (1 - 1 / factor)
+        kernels.append((n, fp32_ideal))
+    share = saved / x.device.kernel_time_ns
+    if share < COSTLY_KERNEL_SHARE:
+        return None
+    busy = x.idle.window_share(x.idle.busy_ns) if x.idle.window_ns else 1.0
+    impact = share * busy * 0.5
+    kernels.sort(key=lambda kv: -kv[1])
+    ops = sorted({o for n, _ in kernels for o in n.framework_ops}) or [n.name for n, _ in kernels]
+    cast = {n.auto_cast for n, _ in kernels}
+    how = ("drop --auto-cast=none from NEURON_CC_FLAGS (neuronx-cc's default, --auto-cast matmult, casts FP32 "
+           "matmuls to BF16)" if cast <= {"none", ""} else "compile with --auto-cast matmult")
+    return Recommendation(
+        rule="fp32_matmuls", severity=_severity(impact), impact=impact,
+        title=(f"FP32 matmuls run at a quarter of TensorE's BF16 rate: BF16 could save up to {_us(saved)} "
+               f"({_share(share)} of device time) in {', '.join(ops[:4])}"),
+        detail=(f"{len(kernels)} NEFF(s) streamed FP32 operands through TensorE ({', '.join(n.name for n, _ in kernels[:3])}), "
+                f"which runs FP32 at 1/{factor:.0f} of its BF16 rate; their FP32 matmul work needs {_us(sum(t for _, t in kernels))} "
+                f"even at the FP32 peak (a kernel that then meets its HBM roof saves less). Where BF16's 8-bit mantissa (FP32 accumulation in PSUM) is accurate enough: "
+                f"{how}, or run the model in BF16 (torch.autocast(device_type=\"neuron\") or bf16 weights)."),
+        evidence={"kernel_share": share, "saved_ns": saved, "fp32_tensore_ns": sum(t for _, t in kernels),
+                  "neffs": [n.neff_id for n, _ in kernels[:3]], "auto_cast": sorted(c or "unknown" for c in cast)},
+    )
+
+
 def _cpu_fallbacks(x: Inputs):
     """Ops without a device kernel ran on the CPU, with copies to and from the device."""
     fallback = [o for o in x.ops.ops if o.name == "cpu_fallback" or o.name.startswith("cpu_fallback:")]
@@ -410,4 +458,5 @@ def _copies_dominate(x: Inputs):
 
 
 _RULES = (_many_small_dispatches, _host_bound, _dependency_wait, _exposed_communication, _below_roofline, _hbm_bound,
+          _fp32_matmuls,
           _cpu_fallbacks, _compilation_in_window, _small_dma, _copies_dominate)

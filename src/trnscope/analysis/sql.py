@@ -60,11 +60,14 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "kernels": ("one NEFF, kernel or copy, over its executions", {
         "name": "name", "program": "NEFF id or kernel", "calls": "executions", "device_total_ns": "total time",
         "device_min_ns": "shortest", "device_max_ns": "longest", "bytes": "bytes moved", "is_copy": "a copy",
-        "ops": "framework ops that launched it (list)", "mfu_percent": "MFU", "mbu_percent": "MBU",
+        "ops": "framework ops that launched it (list)", "mfu_percent": "MFU (of its dtype's TensorE peak)", "mbu_percent": "MBU",
         "bottleneck": "busiest engine"}),
     "neffs": ("one NEFF of a Neuron profile, from its NTFF summary", {
         "neff_id": "NEFF id", "name": "name", "executions": "executions in the profile", "device_time_ns": "their total time",
-        "framework_ops": "ops it came from (list)", "instruction_count": "instructions", "mfu_percent": "MFU",
+        "framework_ops": "ops it came from (list)", "instruction_count": "instructions",
+        "mfu_percent": "MFU, of TensorE's peak for the dtype its matmuls streamed",
+        "peak_dtype": "that peak's dtype: FP32, BF16, mixed (...)", "peak_flops_per_s": "that peak, FLOP/s",
+        "mfu_bf16_percent": "MFU of the BF16 peak (the NTFF's figure)",
         "mbu_percent": "MBU", "hbm_bytes": "HBM bytes per execution", "dma_transfers": "DMA transfers",
         "dma_average_bytes": "average DMA size", "bottleneck": "busiest engine"}),
     "instructions": ("one instruction of a NEFF's NTFF trace (read when a query names this table)", {

@@ -27,7 +27,9 @@ class ProfileAnalysis:
 
     @cached_property
     def ops(self) -> OpTable:
-        return op_table(self.profile.trace)
+        # kernels' MFU against their own dtype's peak where the NTFFs say which (device summary)
+        scales = self.device.mfu_scales() if self.profile.files is not None and self.profile.files.ntffs else None
+        return op_table(self.profile.trace, scales)
 
     @cached_property
     def device(self) -> DeviceSummary:
@@ -121,6 +123,11 @@ class ProfileAnalysis:
             "programs": device.programs,
             "cpu_self_ns": self.ops.cpu_self_total_ns,
             "mfu_percent": device.mfu_percent,
+            # what the MFU is a share of: each kernel's dtype peak (tensor_peak); one dtype: its peak
+            "mfu_peak": device.mfu_peak,
+            "mfu_peak_flops_per_s": device.mfu_peak_flops_per_s,
+            "mfu_bf16_percent": device.mfu_bf16_percent,
+            "mfu_text": device.mfu_text() if device.mfu_percent is not None else None,
             "mbu_percent": device.mbu_percent,
             # HTA's temporal breakdown: busy (union over streams) over the device's span
             "busy_share": idle.share(idle.busy_ns) if idle.span_ns else None,

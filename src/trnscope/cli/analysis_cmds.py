@@ -157,7 +157,8 @@ def _print_summary(console: Console, name: str, a, top: int, wide: bool) -> None
                       highlight=False)
     figures = []
     if h.get("mfu_percent") is not None:
-        figures.append(f"MFU {h['mfu_percent']:.1f}%  MBU {h['mbu_percent'] or 0:.1f}%")
+        # which peak the MFU is a share of (each kernel's dtype peak: FP32 runs at a quarter of BF16's)
+        figures.append(f"{a.device.mfu_text()}  MBU {h['mbu_percent'] or 0:.1f}%")
     moved = a.device.hbm_read_bytes + a.device.hbm_write_bytes
     if moved:
         figures.append(f"HBM traffic {human_bytes(moved)}")
@@ -236,11 +237,27 @@ def _print_limits(console: Console, a, wide: bool) -> None:
             label += f" [auto-cast {k.auto_cast}]"
         position = k.position or "-"
         rows.append([label, f"{duration(k.device_time_ns)} ({percent(k.device_time_ns / total, 0)})",
-                     percent((k.mfu_percent or 0) / 100), percent((k.mbu_percent or 0) / 100), position,
-                     k.limiter.replace(" (partly)", "")])
-    _grid(console, "Costliest NEFFs: roofline position and limiter",
-          [("op (NEFF)", "left"), ("device time", "right"), ("MFU", "right"), ("MBU", "right"), ("roofline", "left"),
-           ("limiter", "left")], rows, wide)
+                     percent((k.mfu_percent or 0) / 100), _peak_cell(k.peak_dtype, k.peak_flops_per_s),
+                     percent((k.mbu_percent or 0) / 100), position, _limiter_cell(k)])
+    _grid(console, "Costliest NEFFs: roofline position and limiter (MFU of TensorE's peak for the dtype the kernel "
+          "streamed)", [("op (NEFF)", "left"), ("device time", "right"), ("MFU", "right"), ("of peak", "left"),
+                        ("MBU", "right"), ("roofline", "left"), ("limiter", "left")], rows, wide)
+
+
+def _limiter_cell(k) -> str:
+    """The limiter; TensorE at a rate other than BF16's says which (``TensorE compute at FP32 rate``)."""
+    limiter = k.limiter.replace(" (partly)", "")
+    if limiter.startswith("TensorE compute") and k.peak_dtype and not k.peak_dtype.startswith(("BF16", "mixed")):
+        return f"{limiter} at {k.peak_dtype} rate"
+    return limiter
+
+
+def _peak_cell(label: str, flops_per_s: float) -> str:
+    """``FP32 39.3T`` (TFLOP/s); a mix by its name only; "-" without TensorE FLOPs."""
+    if not label:
+        return "-"
+    name = "mixed" if label.startswith("mixed") else label.replace(" (assumed)", "?")
+    return f"{name} {flops_per_s / 1e12:.1f}T" if flops_per_s else name
 
 
 def _print_steps(console: Console, a, wide: bool, shown: int = 20) -> None:
@@ -257,16 +274,19 @@ def _print_steps(console: Console, a, wide: bool, shown: int = 20) -> None:
 
 def _print_roofline(console: Console, a, top: int, wide: bool) -> None:
     r = a.roofline
-    title = (f"Roofline ({r.target or 'target unknown'}: peak {r.peak_flops_per_s / 1e12:.1f} TFLOP/s, HBM "
-             f"{r.hbm_bytes_per_s / 1e9:.0f} GB/s per NeuronCore, ridge {r.ridge:.0f} FLOP/B)")
+    peaks = ", ".join(f"{d} {f / 1e12:.1f} TFLOP/s (ridge {f / r.hbm_bytes_per_s:.0f} FLOP/B)"
+                      for d, f in r.peaks().items())
+    title = (f"Roofline ({r.target or 'target unknown'}: peak {peaks}; HBM {r.hbm_bytes_per_s / 1e9:.0f} GB/s per "
+             f"NeuronCore; each point under its dtype's peak)")
     columns = [("NEFF / op", "left"), ("calls", "right"), ("time", "right"), ("FLOP/B", "right"),
-               ("attained", "right"), ("of roof", "right"), ("HBM", "right"), ("bound", "left")]
+               ("attained", "right"), ("peak", "left"), ("of roof", "right"), ("HBM", "right"), ("bound", "left")]
     for label, points in (("per NEFF", r.neffs), ("per op", r.ops)):
         rows = []
         for p in points[:top]:
             flops = p.flops > 0
             rows.append([p.name, count(p.executions), duration(p.time_ns), f"{p.intensity:.1f}" if flops else "-",
                          f"{p.flops_per_s / 1e12:.2f} TFLOP/s" if flops else "-",
+                         _peak_cell(p.peak_dtype, p.peak_flops_per_s) if flops else "-",
                          percent(p.of_roof, 1) if p.of_roof is not None else "-",
                          f"{p.bytes_per_s / 1e9:.0f} GB/s ({percent(p.bandwidth_share, 0)})", p.bound])
         _grid(console, f"{title}, {label}" if label == "per NEFF" else f"Roofline, {label}", columns, rows, wide)

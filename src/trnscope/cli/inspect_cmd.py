@@ -51,5 +51,24 @@ class InspectCommand:
                              f"{str(exc)[:200]}); it is damaged or was not written by trnscope") from None
         s = tl.summary
         console.print(f"simulated: {s['total_time_ns'] / 1e3:,.2f} us, bottleneck {s['bottleneck']}, "
-                      f"MFU {s['mfu_estimated_percent']:.1f}%, MBU {s['mbu_estimated_percent']:.1f}%")
+                      f"{_mfu(prog, s)}, MBU {s['mbu_estimated_percent']:.1f}%")
         return 0
+
+
+def _mfu(prog, summary: dict) -> str:
+    """MFU against TensorE's peak for the dtype its matmuls streamed (analysis.tensor_peak), where
+    the simulator's summary has it against the BF16 peak."""
+    from ..analysis.tensor_peak import TensorPeak, bf16_peak_of, dtype_of_operands, fp32_factor_of
+
+    by_dtype: dict[str, float] = {}
+    for ins in prog.instructions:
+        flops = ins.flops()[0]
+        if flops:
+            d = dtype_of_operands(ins.describe_operands())
+            by_dtype[d] = by_dtype.get(d, 0.0) + flops
+    mfu = float(summary.get("mfu_estimated_percent") or 0.0)
+    if not by_dtype:
+        return f"MFU {mfu:.1f}%"
+    peak = TensorPeak(flops_by_dtype=by_dtype, bf16_peak=bf16_peak_of(summary),
+                      fp32_factor=fp32_factor_of(summary.get("target")))
+    return f"MFU {mfu * peak.slowdown:.1f}% of {peak.describe()}"

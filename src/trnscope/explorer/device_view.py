@@ -11,6 +11,7 @@ from ..analysis.device_trace import (
 )
 from ..analysis.instructions import group_time, op_names
 from ..analysis.source_lines import instruction_lines
+from ..analysis.tensor_peak import flops_by_dtype, header_peak
 from .layout import device_layout
 from .views import TimelineView
 
@@ -43,6 +44,9 @@ class DeviceView(TimelineView):
             "instruction_count": header.get("instruction_count"),
             "instructions_written": header.get("instructions_written"),
             "summary": header.get("summary") or {},
+            # the TensorE peak for the dtype its matmuls streamed, and its MFU against it (the
+            # summary's mfu_estimated_percent is against the BF16 peak)
+            **self.peak(),
             "framework_ops": ops,
             # a compiled NEFF holds many ops: each one's instructions and the time they ran
             "op_table": self.op_table(),
@@ -52,6 +56,12 @@ class DeviceView(TimelineView):
             # peak SBUF/PSUM usage per space; empty for NTFFs written before the allocation table
             "memory": self.device.memory,
         }
+
+    def peak(self) -> dict:
+        header = self.device.header
+        peak = header_peak(header, flops_by_dtype(self.device.instruction_table))
+        mfu = float((header.get("summary") or {}).get("mfu_estimated_percent") or 0.0)
+        return {"tensor_peak": peak.to_dict(), "mfu_percent": mfu * peak.slowdown, "peak_text": peak.describe()}
 
     def op_table(self) -> list[dict]:
         """Per originating framework op (with its source line inside a compiled graph): the

@@ -94,3 +94,11 @@ export function fill(node, ...children) {
   }
   return node;
 }
+
+// "MFU of FP32 39.3 TFLOP/s"; a mix of dtypes: "MFU of each kernel's dtype peak"
+export function mfuLabel(h) {
+  if (!h.mfu_peak) return "MFU";
+  if (h.mfu_peak.startsWith("mixed")) return "MFU of each kernel's dtype peak";
+  const rate = h.mfu_peak_flops_per_s ? ` ${+(h.mfu_peak_flops_per_s / 1e12).toFixed(1)} TFLOP/s` : "";
+  return `MFU of ${h.mfu_peak} peak${rate}`;
+}

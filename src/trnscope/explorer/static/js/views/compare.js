@@ -12,13 +12,13 @@ const FORMAT = {
   wall_ns: fmtTime, busy_ns: fmtTime, device_time_ns: fmtTime, cpu_self_ns: fmtTime, idle_ns: fmtTime, hbm_bytes: fmtBytes,
   executions: fmtCount, dispatches: fmtCount, programs: fmtCount, busy_share: fmtPct, window_busy_share: fmtPct,
   launch_overhead_share: fmtPct,
-  mfu_percent: (v) => fmtPercentValue(v), mbu_percent: (v) => fmtPercentValue(v),
+  mfu_percent: (v) => fmtPercentValue(v), mfu_bf16_percent: (v) => fmtPercentValue(v), mbu_percent: (v) => fmtPercentValue(v),
 };
 
 // A difference of two percentages is in percentage points: "+2.3%" would read as a relative change.
 const points = (fraction) => (v) => `${(v * (fraction ? 100 : 1)).toFixed(1)} pp`;
 const DELTA_FORMAT = {
-  busy_share: points(true), window_busy_share: points(true), launch_overhead_share: points(true), mfu_percent: points(false), mbu_percent: points(false),
+  busy_share: points(true), window_busy_share: points(true), launch_overhead_share: points(true), mfu_percent: points(false), mfu_bf16_percent: points(false), mbu_percent: points(false),
 };
 
 export async function compareView(main, { base, test }) {
@@ -133,7 +133,7 @@ function side(s) {
 
 function improvement(row) {
   if (row.delta === null || row.delta === 0) return null;
-  const higherIsBetter = ["busy_share", "window_busy_share", "mfu_percent", "mbu_percent"].includes(row.key);
+  const higherIsBetter = ["busy_share", "window_busy_share", "mfu_percent", "mfu_bf16_percent", "mbu_percent"].includes(row.key);
   return higherIsBetter ? row.delta > 0 : row.delta < 0;
 }
 

@@ -3,7 +3,7 @@
 // large traces wait for a click. Ticking two cards enables Compare.
 
 import { api } from "../api.js";
-import { el, fmtBytes, fmtPct, fmtPercentValue, fmtTime, fmtCount, fill } from "../format.js";
+import { el, fmtBytes, fmtPct, fmtPercentValue, fmtTime, fmtCount, fill, mfuLabel } from "../format.js";
 import { entries, KIND_LABEL } from "../store.js";
 import { errorPanel, go, loading } from "./common.js";
 
@@ -146,7 +146,10 @@ function cardFigures(data) {
     figure("device busy", h.busy_share === null ? "–" : fmtPct(h.busy_share), "Any stream running, over the device's span from first to last execution (HTA's temporal breakdown)"),
   ];
   if (h.mbu_percent !== null && h.mbu_percent !== undefined) figures.push(figure("MBU", fmtPercentValue(h.mbu_percent)));
-  if (h.mfu_percent !== null && h.mfu_percent !== undefined) figures.push(figure("MFU", fmtPercentValue(h.mfu_percent)));
+  if (h.mfu_percent !== null && h.mfu_percent !== undefined) {
+    // which peak: each kernel's dtype peak (FP32 runs at a quarter of BF16's rate)
+    figures.push(figure(mfuLabel(h), fmtPercentValue(h.mfu_percent), h.mfu_text || "Model FLOPs over TensorE peak"));
+  }
   const parts = [el("div.figures", {}, figures)];
   if (h.executions) parts.push(el("p.regime", {}, el("b", {}, h.regime)));
   if (data.kind === "neuron") parts.push(recordingLine(h));

@@ -2,7 +2,7 @@
 // the host / launch latency), ranked recommendations, the largest idle gaps, and the NEFF table.
 
 import { api } from "../api.js";
-import { el, fmtBytes, fmtCount, fmtPct, fmtPercentValue, fmtTime, fill } from "../format.js";
+import { el, fmtBytes, fmtCount, fmtPct, fmtPercentValue, fmtTime, fill, mfuLabel } from "../format.js";
 import { rooflineChart } from "../widgets/roofline.js";
 import { stepOverview } from "../widgets/steps.js";
 import { DataTable } from "../widgets/table.js";
@@ -30,7 +30,8 @@ export async function summaryView(main, { id }) {
     metric("Executions", fmtCount(d.executions), `${fmtCount(d.kernels)} kernels/NEFFs, ${fmtCount(d.copies)} copies`),
     metric(neuron ? "Distinct NEFFs" : "Distinct kernels", fmtCount(d.programs)),
     metric("Host CPU (self)", fmtTime(h.cpu_self_ns)),
-    metric("MFU", fmtPercentValue(d.mfu_percent), "Model FLOPs over peak, time-weighted"),
+    metric(mfuLabel(h), fmtPercentValue(d.mfu_percent), `${h.mfu_text || "MFU"}: model FLOPs over TensorE's peak for the dtype `
+      + "each kernel streamed (FP32 at a quarter of BF16's rate), time-weighted"),
     metric("MBU", fmtPercentValue(d.mbu_percent), "HBM bytes over peak bandwidth, time-weighted"),
     neuron || d.hbm_read_bytes + d.hbm_write_bytes ? metric("HBM traffic", fmtBytes(d.hbm_read_bytes + d.hbm_write_bytes),
       `read ${fmtBytes(d.hbm_read_bytes)}, write ${fmtBytes(d.hbm_write_bytes)}`) : null,
@@ -98,6 +99,7 @@ export async function summaryView(main, { id }) {
       { key: "device_time_ns", title: "Total", align: "right", format: fmtTime },
       { key: "avg", title: "Avg", align: "right", value: (r) => r.device_time_ns / Math.max(r.executions, 1), format: fmtTime },
       { key: "mfu_percent", title: "MFU", align: "right", format: (v) => fmtPercentValue(v) },
+      { key: "peak_flops_per_s", title: "Of peak", value: (r) => r.peak_flops_per_s || 0, format: (v, r) => peakCell(r) },
       { key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "dma_average_bytes", title: "Avg DMA", align: "right", format: (v) => (v ? fmtBytes(v) : "–") },
       { key: "bottleneck", title: "Busiest engine" },
@@ -193,6 +195,12 @@ function deviceUseTable(use) {
       + "overlap: share of communication time with computation beside it."));
 }
 
+// the TensorE peak a kernel's MFU is against: "FP32 39.3 TFLOP/s" ("–" without TensorE FLOPs)
+function peakCell(r) {
+  if (!r.peak_dtype) return "–";
+  return r.peak_flops_per_s ? `${r.peak_dtype} ${+(r.peak_flops_per_s / 1e12).toFixed(1)} TFLOP/s` : r.peak_dtype;
+}
+
 function limitsTable(limits, kernelNs) {
   if (!limits.length) return null;
   const table = new DataTable({
@@ -202,9 +210,12 @@ function limitsTable(limits, kernelNs) {
       { key: "device_time_ns", title: "Device time", align: "right", format: fmtTime },
       { key: "share", title: "Share", align: "right", value: (r) => r.device_time_ns / Math.max(kernelNs, 1), format: (v) => fmtPct(v) },
       { key: "mfu_percent", title: "MFU", align: "right", format: (v) => fmtPercentValue(v) },
+      { key: "peak_flops_per_s", title: "Of peak", value: (r) => r.peak_flops_per_s || 0, format: (v, r) => peakCell(r) },
       { key: "mbu_percent", title: "MBU", align: "right", format: (v) => fmtPercentValue(v) },
       { key: "position", title: "Roofline", value: (r) => r.position || "–" },
-      { key: "limiter", title: "Limiter" },
+      // TensorE at a rate other than BF16's says which (as `trnscope summary` does)
+      { key: "limiter", title: "Limiter", value: (r) => (r.limiter.startsWith("TensorE compute") && r.peak_dtype
+        && !r.peak_dtype.startsWith("BF16") && !r.peak_dtype.startsWith("mixed") ? `${r.limiter} at ${r.peak_dtype} rate` : r.limiter) },
       { key: "explanation", title: "Why" },
     ],
     rows: limits, sortKey: "device_time_ns", className: "limits-table",

@@ -1,11 +1,14 @@
 // The roofline chart: arithmetic intensity (model FLOPs per HBM byte, log) against attained FLOP/s
-// (log) under the target's two roofs, one point per NEFF or per op (a toggle), sized by device
-// time. Kernels without TensorE FLOPs (element-wise, reductions) cannot sit on it: they are a strip
+// (log) under the target's roofs, one point per NEFF or per op (a toggle), sized by device
+// time. TensorE's compute roof depends on the dtype a kernel's matmuls streamed (FP32 runs at a
+// quarter of BF16's rate), so there is one ceiling per dtype in the profile and each point's "of
+// roof" is against its own; the table under the chart lists the points with their peak. Kernels without TensorE FLOPs (element-wise, reductions) cannot sit on it: they are a strip
 // below, placed by the share of HBM bandwidth they attain. Clicking a point opens its NEFF's device
 // trace. Plain SVG, no library.
 
 import { colorFor } from "../colors.js";
 import { el, fmtCount, fmtPct, fmtTime } from "../format.js";
+import { DataTable } from "./table.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const W = 760;
@@ -36,20 +39,55 @@ export function rooflineChart(r, { onOpen } = {}) {
       for (const b of toggle.querySelectorAll("button")) b.classList.toggle("active", b.dataset.kind === k);
       draw();
     } }, k === "neff" ? "per NEFF" : "per op")));
+  const peaks = roofsOf(r);
   const caption = el("p.muted.roofline-caption", {},
-    `${r.target || "target unknown"}: peak ${si(r.peak_flops_per_s, "FLOP/s")} (BF16 TensorE), HBM ${si(r.hbm_bytes_per_s, "B/s")} `
-    + `per NeuronCore, ridge at ${r.ridge.toFixed(0)} FLOP/B (roofs ${r.roofs_from === "ntff" ? "read off the NTFFs" : "from the target's spec"}). `
-    + "Point area = device time; click a point for its NEFF's device trace.");
-  const draw = () => host.replaceChildren(chart(r, kind === "neff" ? r.neffs : r.ops, onOpen));
+    `${r.target || "target unknown"}: TensorE peak ${peaks.map((k) => `${k.dtype} ${si(k.flops_per_s, "FLOP/s")} (ridge ${k.ridge.toFixed(0)} FLOP/B)`).join(", ")}, `
+    + `HBM ${si(r.hbm_bytes_per_s, "B/s")} per NeuronCore (roofs ${r.roofs_from === "ntff" ? "read off the NTFFs" : "from the target's spec"}). `
+    + "Each point is held to the peak of the dtype its matmuls streamed. Point area = device time; click a point for its NEFF's device trace.");
+  const tableHost = el("div.table-wrap.roofline-table-wrap");
+  const draw = () => {
+    const points = kind === "neff" ? r.neffs : r.ops;
+    host.replaceChildren(chart(r, points, onOpen));
+    tableHost.replaceChildren(pointTable(points, onOpen));
+  };
   draw();
-  return el("div.roofline", {}, toggle, host, caption);
+  return el("div.roofline", {}, toggle, host, caption, tableHost);
+}
+
+// the compute ceilings: the roofline's per-dtype peaks (older payloads: the one BF16 peak)
+function roofsOf(r) {
+  const peaks = r.peaks && r.peaks.length ? r.peaks : [{ dtype: "BF16", flops_per_s: r.peak_flops_per_s, ridge: r.ridge }];
+  return [...peaks].sort((a, b) => b.flops_per_s - a.flops_per_s);
+}
+
+const peakText = (p) => (p.peak_dtype ? `${p.peak_dtype} ${si(p.peak_flops_per_s, "FLOP/s")}` : "–");
+
+function pointTable(points, onOpen) {
+  const table = new DataTable({
+    columns: [
+      { key: "name", title: "NEFF / op" },
+      { key: "executions", title: "Calls", align: "right", format: fmtCount },
+      { key: "time_ns", title: "Time", align: "right", format: fmtTime },
+      { key: "intensity", title: "FLOP/B", align: "right", format: (v, p) => (p.flops > 0 ? v.toFixed(1) : "–") },
+      { key: "flops_per_s", title: "Attained", align: "right", format: (v, p) => (p.flops > 0 ? si(v, "FLOP/s") : "–") },
+      { key: "peak_flops_per_s", title: "Peak (dtype)", format: (v, p) => peakText(p) },
+      { key: "ridge", title: "Ridge", align: "right", format: (v, p) => (p.flops > 0 ? `${v.toFixed(0)} FLOP/B` : "–") },
+      { key: "of_roof", title: "Of roof", align: "right", format: (v) => (v === null || v === undefined ? "–" : fmtPct(v)) },
+      { key: "bandwidth_share", title: "HBM", align: "right", format: (v, p) => `${si(p.bytes_per_s, "B/s")} (${fmtPct(v)})` },
+      { key: "bound", title: "Bound" },
+    ],
+    rows: points, sortKey: "time_ns", className: "roofline-table",
+    onRowClick: (p) => onOpen && onOpen(p),
+  });
+  return table.node;
 }
 
 function chart(r, points, onOpen) {
   const withFlops = points.filter((p) => p.flops > 0);
   const without = points.filter((p) => !(p.flops > 0));
-  const xs = withFlops.map((p) => p.intensity).concat([r.ridge]);
-  const ys = withFlops.map((p) => p.flops_per_s).concat([r.peak_flops_per_s]);
+  const roofs = roofsOf(r);
+  const xs = withFlops.map((p) => p.intensity).concat(roofs.map((k) => k.ridge));
+  const ys = withFlops.map((p) => p.flops_per_s).concat(roofs.map((k) => k.flops_per_s));
   const x0 = Math.pow(10, Math.floor(Math.log10(Math.max(Math.min(...xs) / 3, 1e-3))));
   const x1 = Math.pow(10, Math.ceil(Math.log10(Math.max(...xs) * 3)));
   const y1 = Math.pow(10, Math.ceil(Math.log10(r.peak_flops_per_s * 1.5)));
@@ -75,19 +113,22 @@ function chart(r, points, onOpen) {
   }
   root.append(svg("text", { class: "axis", x: M.left + pw / 2, y: H - 6, "text-anchor": "middle" }, "arithmetic intensity (model FLOPs per HBM byte)"),
     svg("text", { class: "axis", x: 12, y: M.top + ph / 2, transform: `rotate(-90 12 ${M.top + ph / 2})`, "text-anchor": "middle" }, "attained FLOP/s"));
-  // the roofs: bandwidth slope up to the ridge, then the compute ceiling
-  const ridge = r.ridge;
+  // the roofs: bandwidth slope up to each dtype's ridge, then that dtype's compute ceiling
   const start = Math.max(x0, y0 / r.hbm_bytes_per_s);
-  root.append(svg("polyline", { class: "roof", points: `${X(start)},${Y(start * r.hbm_bytes_per_s)} ${X(ridge)},${Y(r.peak_flops_per_s)} ${X(x1)},${Y(r.peak_flops_per_s)}` }),
-    svg("text", { class: "roof-label", x: X(x1) - 4, y: Y(r.peak_flops_per_s) - 5, "text-anchor": "end" }, `compute ${si(r.peak_flops_per_s, "FLOP/s")}`),
-    svg("text", { class: "roof-label", x: X(start) + 6, y: Y(start * r.hbm_bytes_per_s) - 6 }, `HBM ${si(r.hbm_bytes_per_s, "B/s")}`),
-    svg("line", { class: "ridge", x1: X(ridge), x2: X(ridge), y1: Y(r.peak_flops_per_s), y2: M.top + ph }));
+  root.append(svg("text", { class: "roof-label", x: X(start) + 6, y: Y(start * r.hbm_bytes_per_s) - 6 }, `HBM ${si(r.hbm_bytes_per_s, "B/s")}`));
+  roofsOf(r).forEach((k, i) => {
+    const ridge = k.ridge;
+    root.append(svg("polyline", { class: i ? "roof roof-lower" : "roof", "data-dtype": k.dtype,
+      points: `${X(start)},${Y(start * r.hbm_bytes_per_s)} ${X(ridge)},${Y(k.flops_per_s)} ${X(x1)},${Y(k.flops_per_s)}` }),
+    svg("text", { class: "roof-label", x: X(x1) - 4, y: Y(k.flops_per_s) - 5, "text-anchor": "end" }, `${k.dtype} compute ${si(k.flops_per_s, "FLOP/s")}`),
+    svg("line", { class: "ridge", x1: X(ridge), x2: X(ridge), y1: Y(k.flops_per_s), y2: M.top + ph }));
+  });
   const dot = (p, cx, cy) => {
     const c = svg("circle", { class: "point", cx, cy, r: radius(p), fill: colorFor(p.kind === "op" ? p.name : (p.ops[0] || p.name)),
       "data-name": p.name, "data-neff": p.neff_id, tabindex: "0" },
       svg("title", {}, `${p.name}${p.kind === "neff" && p.ops.length ? ` (${p.ops.join(", ")})` : ""}\n`
         + `${fmtCount(p.executions)} call(s), ${fmtTime(p.time_ns)}\n`
-        + (p.flops > 0 ? `${p.intensity.toFixed(1)} FLOP/B, ${si(p.flops_per_s, "FLOP/s")} = ${fmtPct(p.of_roof)} of its roof (${p.bound}-bound)\n` : "no TensorE FLOPs\n")
+        + (p.flops > 0 ? `${p.intensity.toFixed(1)} FLOP/B, ${si(p.flops_per_s, "FLOP/s")} = ${fmtPct(p.of_roof)} of its roof (${p.bound}-bound under the ${peakText(p)} peak)\n` : "no TensorE FLOPs\n")
         + `HBM ${si(p.bytes_per_s, "B/s")} = ${fmtPct(p.bandwidth_share)} of the bandwidth roof`));
     c.addEventListener("click", () => onOpen && onOpen(p));
     c.addEventListener("keydown", (e) => { if (e.key === "Enter") onOpen && onOpen(p); });
