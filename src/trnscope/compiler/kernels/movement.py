@@ -7,7 +7,8 @@ region, cast by the DMA engine; cat writes each input into its slice of the outp
 fills DMA one memset tile to every block of the output; an expanded (stride-0) source is read once
 per tile and broadcast on chip (once in all for an expanded scalar, then stored as a fill is); a
 source with no contiguous dim read with a small step is loaded as whole row spans and picked on
-chip (docs/cost-model.md, "Copies of views"). Row lookups (embedding, index_select) use
+chip; a permuted copy with short runs on both sides is loaded in the source's order and stored in
+the destination's, reordered by one engine copy per tile (docs/cost-model.md, "Copies of views"). Row lookups (embedding, index_select) use
 the DMA generation engine's indirect DMA (DmaGather, one table row per partition);
 embedding_dense_backward scatter-adds gradient rows into the zeroed weight gradient (DmaScatter
 with accumulate). Compute engines appear only where values change: Iota for arange, AffineSelect
