@@ -197,6 +197,10 @@ class CostModel:
     spec: HardwareSpec
     itemsizes: tuple[int, ...]
     inputs: int = 1      # streamed inputs per compute instruction (VectorE: ~N cycles per input, S1)
+    # each operand moves its free dims in its own memory order (largest stride outermost) and one
+    # engine copy per tile reorders them on chip (a permuted copy: both DMA sides get long runs)
+    reorder: bool = False
+    engines: int = 1     # compute engines sharing each tile's copy (their time divides)
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", max(1, min(2, self.inputs)))
@@ -232,15 +236,18 @@ def _estimate(layout: Layout, cm: CostModel) -> tuple[float, float] | None:
             rows, cols = rows_c * pin, cols_c * fin
             free_sizes = (cols_c,) + tuple(s for s, _ in layout.free[1:])
             for k in range(nops):
-                om = OperandMap(0, ((p0[1][k], rows_c),) + tuple((st[k], sz) for sz, st in layout.part[1:]),
-                                (f0[1][k],) + tuple(st[k] for _, st in layout.free[1:]))
+                fstr = (f0[1][k],) + tuple(st[k] for _, st in layout.free[1:])
+                fsz = free_sizes
+                if cm.reorder:
+                    fsz, fstr = own_order(free_sizes, fstr)
+                om = OperandMap(0, ((p0[1][k], rows_c),) + tuple((st[k], sz) for sz, st in layout.part[1:]), fstr)
                 skip = k > 0  # inputs broadcast along free dims on chip; the output is stored whole
-                _, _, hdims = om.hbm(free_sizes, skip_broadcast=skip)
+                _, _, hdims = om.hbm(fsz, skip_broadcast=skip)
                 if len(hdims) > spec.ap_max_dims:
                     return None
-                if skip and om.broadcasts_free(free_sizes) and len(om.view(free_sizes)) > spec.ap_max_dims:
+                if skip and om.broadcasts_free(fsz) and len(om.view(fsz)) > spec.ap_max_dims:
                     return None
-                loaded = om.loaded(free_sizes) if skip else prod(free_sizes)
+                loaded = om.loaded(fsz) if skip else prod(fsz)
                 run = min(_run(hdims), loaded)
                 transposed = transposable(om, hdims)
                 if transposed:
@@ -253,11 +260,19 @@ def _estimate(layout: Layout, cm: CostModel) -> tuple[float, float] | None:
                     desc_ns /= TRANSPOSE_LOAD if k else TRANSPOSE_STORE
                 # descriptors of the transfers in flight spread over all DMA engines
                 total_dma += desc * desc_ns / engines * (1 if k and _invariant(layout, k) else count)
-            cycles = max(spec.min_ii_cycles, cm.inputs * cols) + spec.dependent_overhead_cycles
+            share = -(-cols // cm.engines)
+            cycles = max(spec.min_ii_cycles, cm.inputs * share) + spec.dependent_overhead_cycles
             total_compute += count * cycles / spec.vector_clock_hz * 1e9
     # n tiles pipelined: the slower side runs throughout, the other shows for one tile (fill and drain)
     both = max(total_dma, total_compute) + min(total_dma, total_compute) / max(1, ntiles)
     return 2 * spec.dma_fixed_latency_ns + both, total_compute
+
+
+def own_order(sizes: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Free dims (sizes, strides) sorted into the operand's memory order, largest stride outermost
+    (stable: equal strides keep the tile's order)."""
+    order = sorted(range(len(sizes)), key=lambda i: -abs(strides[i]))
+    return tuple(sizes[i] for i in order), tuple(strides[i] for i in order)
 
 
 def transposable(om: OperandMap, hdims: list[tuple[int, int]]) -> bool:
@@ -298,8 +313,15 @@ def plan_map(shape: tuple[int, ...], strides: list[tuple[int, ...]], max_cols: i
              max_part_dims: int = 3, max_free_dims: int = 3) -> list[MapTile]:
     """Tiles covering ``shape`` (``strides[k]``: operand k's strides over it; operand 0 is written),
     laid out by the cheapest layout under ``cm`` (default: the current spec, 4-byte elements)."""
+    return plan_map_priced(shape, strides, max_cols, cm, max_part_dims, max_free_dims)[1]
+
+
+def plan_map_priced(shape: tuple[int, ...], strides: list[tuple[int, ...]], max_cols: int,
+                    cm: CostModel | None = None, max_part_dims: int = 3,
+                    max_free_dims: int = 3) -> tuple[float, list[MapTile]]:
+    """:func:`plan_map` with the chosen layout's estimated time (ns)."""
     if prod(shape) == 0:
-        return []
+        return 0.0, []
     cm = cm or CostModel(get_spec(), (4,) * len(strides))
     shape_c, strides_c = coalesce(tuple(shape), strides)
     dims = [(n, tuple(s[d] for s in strides_c)) for d, n in enumerate(shape_c)]
@@ -321,8 +343,8 @@ def plan_map(shape: tuple[int, ...], strides: list[tuple[int, ...]], max_cols: i
         b = _best(tail, max_cols, cm, max_part_dims, max_free_dims)
         if a and b and a[0] + b[0] < best[0]:
             head = P * (n // P)
-            return a[1].tiles(base) + b[1].tiles(tuple(head * s for s in st))
-    return best[1].tiles(base)
+            return a[0] + b[0], a[1].tiles(base) + b[1].tiles(tuple(head * s for s in st))
+    return best[0], best[1].tiles(base)
 
 
 def _orders(dims: list[Dim]) -> list[list[Dim]]:

@@ -7,7 +7,8 @@ region, cast by the DMA engine; cat writes each input into its slice of the outp
 fills DMA one memset tile to every block of the output; an expanded (stride-0) source is read once
 per tile and broadcast on chip (once in all for an expanded scalar, then stored as a fill is); a
 source with no contiguous dim read with a small step is loaded as whole row spans and picked on
-chip (docs/cost-model.md, "Copies of views"). Row lookups (embedding, index_select) use
+chip; a permuted copy with short runs on both sides is loaded in the source's order and stored in
+the destination's, reordered by one engine copy per tile (docs/cost-model.md, "Copies of views"). Row lookups (embedding, index_select) use
 the DMA generation engine's indirect DMA (DmaGather, one table row per partition);
 embedding_dense_backward scatter-adds gradient rows into the zeroed weight gradient (DmaScatter
 with accumulate). Compute engines appear only where values change: Iota for arange, AffineSelect
@@ -20,13 +21,14 @@ from __future__ import annotations
 import itertools
 from math import prod
 
-from ...isa import AP, Act, Activation, AffineSelect, Alu, DType, DmaGather, DmaScatter, Gather, Iota, Memset, \
-    TensorScalar, TensorTensor, hbm
+from ...isa import AP, Act, Activation, AffineSelect, Alu, DType, DmaGather, DmaScatter, Engine, Gather, Iota, \
+    Memset, TensorScalar, TensorTensor, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
 from ..scalars import ScalarArg
-from ..tiling import CostModel, OperandMap, coalesce, plan_map, plan_tiles
+from ..tiling import CostModel, MapTile, OperandMap, coalesce, merge_dims, own_order, plan_map, plan_map_priced, \
+    plan_tiles
 from .common import F32, attr, load, move, queues, row_plan, store
 
 MAX_COLS = 2048
@@ -88,6 +90,11 @@ def copy_region(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst:
     inner = min(cs)
     step = inner if 1 < inner and inner * isz < kb.spec.dma_descriptor_knee_bytes else 0
     max_cols = min(MAX_COLS, max(1, SPAN_BYTES // (step * isz))) if step else MAX_COLS
+    if not step and 0 not in cs:
+        planned = _reorder_plan(kb, tuple(shape), tuple(s_st), tuple(d_st), src.dtype, dst.dtype, max_cols)
+        if planned is not None:
+            _copy_reordered(kb, src_t, src, dst_t, dst, d_off, *planned)
+            return
     for t in plan_tiles(tuple(shape), [tuple(d_st), tuple(s_st)], max_cols):
         o, s = t.operands
         if step and s.cstride == step and t.cols > 1:
@@ -108,6 +115,98 @@ def copy_region(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst:
         store(kb, qout, ot, dst_t, dst.dtype, d_off + o.offset, o.pstride, t.rows, [(o.cstride, t.cols)])
         kb.release(*held)
         held = [xt] + ([ot] if ot is not xt else [])
+    kb.release(*held)
+
+
+def _reorder_engines(src: DType, dst: DType) -> list[Engine]:
+    """Engines that share a reordering copy: VectorE and GpSimdE copy any dtype bit for bit; ScalarE
+    joins for float-to-float copies of one dtype (its COPY goes through FP32, exact for floats only)."""
+    if src != dst:
+        return [Engine.SCALAR]   # the cast is ScalarE's, as the plain tile path's
+    return [Engine.VECTOR, Engine.GPSIMD] + ([Engine.SCALAR] if src.is_float else [])
+
+
+def _reorder_plan(kb: KernelBuilder, shape: tuple[int, ...], s_st: tuple[int, ...], d_st: tuple[int, ...],
+                  sdt: DType, ddt: DType, max_cols: int):
+    """(tiles, engines) of a copy that loads each tile's free dims in the source's memory order and
+    stores them in the destination's, reordering on chip, when the cost model prices it below the
+    plain tile path (one partition and one free dim per operand); else None. Short contiguous runs
+    on both sides of a permutation (attention's head shuffle: 256 B each way) become long ones
+    on both sides; the engine copy between them is spread over the engines that can do it."""
+    spec = kb.spec
+    sizes = (ddt.itemsize, sdt.itemsize)
+    engines = _reorder_engines(sdt, ddt)
+    old, _ = plan_map_priced(shape, [d_st, s_st], max_cols, CostModel(spec, sizes), max_part_dims=1,
+                             max_free_dims=1)
+    # a tile and its reordered twin, double-buffered: four per partition in a sixth of SBUF's each
+    cols = max(1, spec.sbuf_bytes_per_partition // 6 // max(sizes))
+    cols = min(cols, spec.vector_free_max_sbuf)
+    cm = CostModel(spec, sizes, reorder=True, engines=len(engines))
+    new, tiles = plan_map_priced(shape, [d_st, s_st], cols, cm, max_part_dims=3, max_free_dims=spec.ap_max_dims - 1)
+    if new >= old:
+        return None
+    for t in tiles:   # every access pattern (both DMAs and the on-chip view) must fit
+        for om in t.operands:
+            fsz, fst = own_order(t.free, om.free)
+            if len(OperandMap(om.offset, om.part, fst).hbm(fsz)[2]) > spec.ap_max_dims:
+                return None
+        if len(_reorder_view(t)) > spec.ap_max_dims:
+            return None
+    return tiles, engines
+
+
+def _reorder_view(t: MapTile) -> list[tuple[int, int]]:
+    """On-chip dims reading the tile loaded in the source's order (operand 1) in the destination's
+    order (operand 0): per destination-ordered dim, its stride in the source-ordered dense tile."""
+    d_sz, _ = own_order(t.free, t.operands[0].free)
+    d_idx = sorted(range(len(t.free)), key=lambda i: -abs(t.operands[0].free[i]))
+    s_idx = sorted(range(len(t.free)), key=lambda i: -abs(t.operands[1].free[i]))
+    step, dense = 1, {}
+    for i in reversed(s_idx):
+        dense[i] = step
+        step *= t.free[i]
+    return merge_dims([(dense[i], t.free[i]) for i in d_idx]) if d_sz else [(1, 1)]
+
+
+def _copy_reordered(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, dst: TensorMeta, d_off: int,
+                    tiles: list[MapTile], engines: list[Engine]) -> None:
+    qin = kb.queue("qSyncIO0", "input")
+    qout = [kb.queue(f"qSyncIO{i}", "output") for i in (2, 3)]
+    held: list[AP] = []
+    lnc = kb.spec.lnc
+    for i, t in enumerate(tiles):
+        o, s = t.operands
+        ssz, sst = own_order(t.free, s.free)
+        rows, pstride, dims = OperandMap(s.offset, s.part, sst).hbm(ssz)
+        raw = kb.tile(t.rows, (t.cols,), src.dtype)
+        move(kb, qin, src_t, src.dtype, src.offset + s.offset, rows, pstride, dims, raw, inbound=True)
+        view = _reorder_view(t)
+        ot = kb.tile(t.rows, (t.cols,), dst.dtype)
+        # the copy's outermost destination-ordered dim is cut among the engines
+        n0, st0 = view[0][1], view[0][0]
+        inner = t.cols // n0
+        share = -(-n0 // len(engines))
+        for e, a in zip(engines, range(0, n0, share)):
+            n = min(share, n0 - a)
+            inp = raw.view(a * st0, [(st0, n)] + view[1:])
+            out = ot.view(a * inner, [(1, n * inner)])
+            if e is Engine.SCALAR:
+                kb.emit(Activation(func=Act.COPY, inp=inp, out=out))
+            else:
+                kb.copy(inp, out, on=e)
+        kb.release(raw)
+        dsz, dst_ = own_order(t.free, o.free)
+        rows, pstride, dims = OperandMap(o.offset, o.part, dst_).hbm(dsz)
+        # at LNC=2 a tile's rows leave in one store per physical core, from partition starts a range may
+        # have (hardware.md 2.3: 0, 32, 64, 96)
+        cut = rows // lnc if rows == t.rows and lnc > 1 and rows % (32 * lnc) == 0 else rows
+        for r0 in range(0, rows, cut):
+            n = min(cut, rows - r0)
+            part = ot if n == rows else ot.rows(r0, n)
+            move(kb, qout[i % 2], dst_t, dst.dtype, d_off + o.offset + r0 * pstride, n, pstride, dims, part,
+                 inbound=False)
+        kb.release(*held)
+        held = [ot]
     kb.release(*held)
 
 
