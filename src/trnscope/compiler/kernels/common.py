@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Sequence
 
-from ...isa import AP, Act, Activation, DType, Engine, Space, TensorTranspose, hbm
+from ...isa import AP, Act, Activation, Alu, DType, Engine, Space, TensorReduce, TensorTranspose, hbm
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext
 from ..meta import TensorMeta
@@ -292,6 +292,18 @@ def meet_partials(kb: KernelBuilder, partials: list[AP], queue_out: int, queue_i
     kb.dma(queue_in, hbm(t, rows, total, [(1, total)], dtype), met)
     kb.release(*partials)
     return met
+
+
+def meet_and_fold(kb: KernelBuilder, partials: list[AP], alu: Alu, queue_out: int, queue_in: int) -> AP:
+    """The shares' [1, 1] partials met (:func:`meet_partials`) and folded with ``alu`` into one
+    [1, 1] tile (one share: its own tile, nothing emitted)."""
+    met = meet_partials(kb, partials, queue_out, queue_in)
+    if met.free_size == 1:
+        return met
+    total = kb.tile(1, (1,), F32)
+    kb.emit(TensorReduce(alu=alu, inp=met, out=total))
+    kb.release(met)
+    return total
 
 
 def attr(ctx: LoweringContext, name: str, default=None):

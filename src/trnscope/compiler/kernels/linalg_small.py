@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...isa import AP, Act, Activation, Alu, Memset, PartitionReduce, TensorReduce, TensorScalar, TensorTensor, hbm
 from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta
-from .common import F32, RowStores, core_shares, load, meet_partials, queues
+from .common import F32, RowStores, core_shares, load, meet_and_fold, queues
 
 CHUNK = 8192
 
@@ -72,14 +72,7 @@ def _sum_of(ctx: LoweringContext, n: int, operands: list[tuple[int, TensorMeta, 
                 total = rows
             kb.release(acc)
             shares.append(total)
-        met = meet_partials(kb, shares, qout, qin[0])
-        if met.free_size > 1:
-            total = kb.tile(1, (1,), F32)
-            kb.emit(TensorReduce(alu=Alu.ADD, inp=met, out=total))
-            kb.release(met)
-        else:
-            total = met
-        totals.append(total)
+        totals.append(meet_and_fold(kb, shares, Alu.ADD, qout, qin[0]))
     if not totals:
         zero = kb.tile(1, (1,), F32)
         kb.emit(Memset(out=zero, value=0.0))

@@ -173,7 +173,6 @@ def _copy_reordered(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, 
     qin = kb.queue("qSyncIO0", "input")
     qout = [kb.queue(f"qSyncIO{i}", "output") for i in (2, 3)]
     held: list[AP] = []
-    lnc = kb.spec.lnc
     for i, t in enumerate(tiles):
         o, s = t.operands
         ssz, sst = own_order(t.free, s.free)
@@ -197,17 +196,23 @@ def _copy_reordered(kb: KernelBuilder, src_t: int, src: TensorMeta, dst_t: int, 
         kb.release(raw)
         dsz, dst_ = own_order(t.free, o.free)
         rows, pstride, dims = OperandMap(o.offset, o.part, dst_).hbm(dsz)
-        # at LNC=2 a tile's rows leave in one store per physical core, from partition starts a range may
-        # have (hardware.md 2.3: 0, 32, 64, 96)
-        cut = rows // lnc if rows == t.rows and lnc > 1 and rows % (32 * lnc) == 0 else rows
-        for r0 in range(0, rows, cut):
-            n = min(cut, rows - r0)
-            part = ot if n == rows else ot.rows(r0, n)
-            move(kb, qout[i % 2], dst_t, dst.dtype, d_off + o.offset + r0 * pstride, n, pstride, dims, part,
-                 inbound=False)
+        _store_per_core(kb, qout[i % 2], dst_t, dst.dtype, d_off + o.offset, rows, pstride, dims, ot, t.rows)
         kb.release(*held)
         held = [ot]
     kb.release(*held)
+
+
+def _store_per_core(kb: KernelBuilder, queue: int, dst_t: int, dtype: DType, at: int, rows: int, pstride: int,
+                    dims: list[tuple[int, int]], ot: AP, tile_rows: int) -> None:
+    """Store tile ``ot``'s ``rows`` HBM rows from element ``at``. At LNC=2 a whole tile's rows leave in
+    one store per physical core (a single DMA is one core's), cut where a partition range may start
+    (hardware.md 2.3: 0, 32, 64, 96)."""
+    lnc = kb.spec.lnc
+    cut = rows // lnc if rows == tile_rows and lnc > 1 and rows % (32 * lnc) == 0 else rows
+    for r0 in range(0, rows, cut):
+        n = min(cut, rows - r0)
+        part = ot if n == rows else ot.rows(r0, n)
+        move(kb, queue, dst_t, dtype, at + r0 * pstride, n, pstride, dims, part, inbound=False)
 
 
 def _copy_expanded(kb: KernelBuilder, src_t: int, src: TensorMeta, s_st: tuple[int, ...], dst_t: int,
@@ -249,15 +254,7 @@ def _copy_expanded(kb: KernelBuilder, src_t: int, src: TensorMeta, s_st: tuple[i
             if same:
                 built[key] = ot
         rows, pstride, dims = o.hbm(t.free)
-        # at LNC=2 a tile's rows leave in one store per physical core (a single DMA is one core's);
-        # pieces start where a partition range may (hardware.md 2.3: 0, 32, 64, 96)
-        lnc = kb.spec.lnc
-        cut = rows // lnc if rows == t.rows and lnc > 1 and rows % (32 * lnc) == 0 else rows
-        for r0 in range(0, rows, cut):
-            n = min(cut, rows - r0)
-            part = ot if n == rows else ot.rows(r0, n)
-            move(kb, qout[i % 2], dst_t, dst.dtype, d_off + o.offset + r0 * pstride, n, pstride, dims, part,
-                 inbound=False)
+        _store_per_core(kb, qout[i % 2], dst_t, dst.dtype, d_off + o.offset, rows, pstride, dims, ot, t.rows)
         if not same:
             kb.release(*held)
             held = [ot]

@@ -34,7 +34,7 @@ from ...isa import (
 from ..builder import KernelBuilder
 from ..lowering import LoweringContext, lowering
 from ..tiling import coalesce
-from .common import ceil_div, core_shares, load, meet_partials
+from .common import ceil_div, core_shares, load, meet_and_fold
 from .elementwise import MAX_COLS, scalar_arg
 
 REDUCE_OPS = {"sum": Alu.ADD, "mean": Alu.ADD, "amax": Alu.MAX, "amin": Alu.MIN, "max": Alu.MAX, "min": Alu.MIN}
@@ -342,13 +342,7 @@ def _reduce_all(ctx: LoweringContext, alu: Alu, scale, n: int, stride: int) -> N
         kb.emit(PartitionReduce(alu=alu, inp=rows, out=part))
         kb.release(acc, rows)
         totals.append(part)
-    met = meet_partials(kb, totals, q_out, q_in)
-    if met.free_size > 1:
-        total = kb.tile(1, (1,), F32)
-        kb.emit(TensorReduce(alu=alu, inp=met, out=total))
-        kb.release(met)
-    else:
-        total = met
+    total = meet_and_fold(kb, totals, alu, q_out, q_in)
     if tail:
         t = loads.add(kb.tile(1, (tail,), x.dtype))
         load(kb, q_in, ctx.inputs[0], x.dtype, x.offset + per * P * stride, 0, 1, [(stride, tail)], t, transpose=False)

@@ -27,7 +27,7 @@ from ..lowering import LoweringContext, lowering
 from ..meta import TensorMeta, broadcast_strides
 from ..tiling import plan_tiles
 from .activation import _Const
-from .common import F32, RowStores, ScratchScope, attr, core_shares, free_pieces, full_strides, load, meet_partials, queues, \
+from .common import F32, RowStores, ScratchScope, attr, core_shares, free_pieces, full_strides, load, meet_and_fold, meet_partials, queues, \
     reduced_strides, row_plan, scratch, store
 from .elementwise import MAX_COLS, emit_map, temp
 
@@ -148,14 +148,7 @@ def _reduce_long(ctx, plan, folds, outs, qin, qout) -> None:
     kb.release(*held)
     totals = []
     for f, mine in zip(folds, partials):
-        met = meet_partials(kb, mine, qout, qin[0])
-        if met.free_size > 1:
-            total = kb.tile(1, (1,), F32)
-            kb.emit(TensorReduce(alu=f.alu, inp=met, out=total))
-            kb.release(met)
-        else:
-            total = met
-        totals.append(total)
+        totals.append(meet_and_fold(kb, mine, f.alu, qout, qin[0]))
     if tail:
         xt = kb.tile(1, (tail,), x.dtype)
         load(kb, qin[0], ctx.inputs[0], x.dtype, base + per * P * s, 0, 1, [(s, tail)], xt, transpose=False)
@@ -311,7 +304,6 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
     P = ctx.spec.partitions  # the target's partitions (128 on every NeuronCore so far)
     kb = ctx.kb
     metas = [ctx.call.inputs[k] for k in operands]
-    out = ctx.call.outputs[0]
     shape = _broadcast_shape([m.shape for m in metas])
     n = prod(shape)
     q_out = kb.queue("qSyncIO2", "output")
@@ -330,12 +322,7 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
             acc = kb.tile(P, (1,), F32)
             kb.emit(Memset(out=acc, value=0.0))
             for t in (tiles[k] for k in share):
-                ins = []
-                for k, (m, opt) in enumerate(zip(metas, t.operands)):
-                    tile = kb.tile(t.rows, (t.cols,), m.dtype)
-                    load(kb, qs[k % len(qs)], ctx.inputs[operands[k]], m.dtype, m.offset + opt.offset, opt.pstride,
-                         t.rows, [(opt.cstride, t.cols)], tile)
-                    ins.append(tile)
+                ins = _load_operands(ctx, operands, metas, t, qs)
                 val = kb.tile(t.rows, (t.cols,), F32)
                 with ScratchScope() as made:
                     compute(kb, ins, val)
@@ -354,10 +341,7 @@ def emit_map_sum(ctx: LoweringContext, operands: list[int], compute, mean: bool)
             kb.release(met)
         if mean:
             kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.DIVIDE, scalar0=float(n)))
-    res = kb.tile(1, (1,), out.dtype)
-    kb.copy(total, res)
-    kb.dma(q_out, res, hbm(ctx.outputs[0], 1, 0, [(1, 1)], out.dtype, offset=out.offset))
-    kb.release(total, res)
+    _store_one_value(ctx, total, q_out)
 
 
 TERM_GROUP = 64   # row tiles whose per-row sums collect in one stats tile before a VectorE reduce
@@ -381,7 +365,6 @@ def emit_sum_terms(ctx: LoweringContext, operands: list[int], compute, coefs: li
     P = ctx.spec.partitions
     kb = ctx.kb
     metas = [ctx.call.inputs[k] for k in operands]
-    out = ctx.call.outputs[0]
     shape = _broadcast_shape([m.shape for m in metas])
     n = prod(shape)
     K = len(coefs)
@@ -413,12 +396,7 @@ def emit_sum_terms(ctx: LoweringContext, operands: list[int], compute, coefs: li
         history: list[list[AP]] = []
         backlog: list = []
         for i, t in enumerate(tiles):
-            ins = []
-            for k, (m, opt) in enumerate(zip(metas, t.operands)):
-                tile = kb.tile(t.rows, (t.cols,), m.dtype)
-                load(kb, qs[k % len(qs)], ctx.inputs[operands[k]], m.dtype, m.offset + opt.offset, opt.pstride,
-                     t.rows, [(opt.cstride, t.cols)], tile)
-                ins.append(tile)
+            ins = _load_operands(ctx, operands, metas, t, qs)
             c = i % group
             with ScratchScope() as made:
                 later = compute(kb, ins, [stats.view(k * group + c, [(1, 1)]).rows(0, t.rows) for k in range(K)])
@@ -444,6 +422,24 @@ def emit_sum_terms(ctx: LoweringContext, operands: list[int], compute, coefs: li
         kb.release(acc, stats, sums)
         if mean:
             kb.emit(TensorScalar(inp=total, out=total, alu0=Alu.DIVIDE, scalar0=float(n)))
+    _store_one_value(ctx, total, q_out)
+
+
+def _load_operands(ctx: LoweringContext, operands: list[int], metas: list, t, qs: list[int]) -> list[AP]:
+    """Tile ``t`` of each operand (call input ``operands[k]``), loaded through the queues in turn."""
+    kb = ctx.kb
+    ins = []
+    for k, (m, opt) in enumerate(zip(metas, t.operands)):
+        tile = kb.tile(t.rows, (t.cols,), m.dtype)
+        load(kb, qs[k % len(qs)], ctx.inputs[operands[k]], m.dtype, m.offset + opt.offset, opt.pstride,
+             t.rows, [(opt.cstride, t.cols)], tile)
+        ins.append(tile)
+    return ins
+
+
+def _store_one_value(ctx: LoweringContext, total: AP, q_out: int) -> None:
+    """The [1, 1] FP32 ``total`` in the output's dtype to the 0-dim output; ``total`` is released."""
+    kb, out = ctx.kb, ctx.call.outputs[0]
     res = kb.tile(1, (1,), out.dtype)
     kb.copy(total, res)
     kb.dma(q_out, res, hbm(ctx.outputs[0], 1, 0, [(1, 1)], out.dtype, offset=out.offset))
